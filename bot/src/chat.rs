@@ -1,0 +1,368 @@
+//! Chat, independent of the transport: an inbound message in, effects and a
+//! reply out, in one transaction.
+//!
+//! Both transports (Zulip in [`crate::zulip`], the local [`crate::shell`])
+//! turn what they receive into an [`InboundMessage`] and call
+//! [`handle_message`]. It claims the message in `processed_messages` first and
+//! acts only if that insert won, so a message is handled at most once even
+//! across restarts, back-fills and a second instance; the reply goes into the
+//! outbox in the same transaction, so a crash between doing and saying loses
+//! nothing.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+
+use crate::commands::{self, BotNames, CommandReply, Invocation, parse_message};
+use crate::profile::{Profile, Role};
+use crate::store::{Destination, NewOutboxItem, OutboxKind, Store, StoreError, Tx};
+
+/// The receipt reaction on every command.
+pub const EMOJI_RECEIVED: &str = "eyes";
+/// The reaction once a command did what was asked.
+pub const EMOJI_DONE: &str = "check";
+/// The reaction when a command was refused or failed.
+pub const EMOJI_FAILED: &str = "cross_mark";
+
+/// Who sent a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sender {
+    pub user_id: i64,
+    pub email: String,
+    pub full_name: String,
+    pub is_bot: bool,
+}
+
+/// Where a message was posted, which is where its reply goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    Channel { channel: String, topic: String },
+    /// A direct message; `user_ids` are the other participants.
+    Direct { user_ids: Vec<i64> },
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::Channel { channel, topic } => write!(f, "#{channel} > {topic}"),
+            Place::Direct { .. } => f.write_str("a direct message"),
+        }
+    }
+}
+
+/// A message as the command layer sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundMessage {
+    /// The identity that received it: the profile name, or `shell`.
+    pub identity: String,
+    /// `zulip` or `shell`: the prefix of task ids captured from it.
+    pub transport: &'static str,
+    pub message_id: i64,
+    pub sender: Sender,
+    pub place: Place,
+    pub content: String,
+    /// Whether the message mentions the bot.
+    pub mentioned: bool,
+    pub timestamp: DateTime<Utc>,
+    /// Found by back-fill and older than the profile's `late_command_age`:
+    /// reported, not executed.
+    pub late: bool,
+}
+
+impl InboundMessage {
+    /// How the audit log names the sender.
+    pub fn sender_actor(&self) -> String {
+        format!("human:{} <{}>", self.sender.user_id, self.sender.email)
+    }
+
+    /// Where the reply goes: the same topic, or the same conversation.
+    pub fn reply_destination(&self) -> Destination {
+        match &self.place {
+            Place::Channel { channel, topic } => Destination::Channel {
+                channel: channel.clone(),
+                topic: topic.clone(),
+            },
+            Place::Direct { user_ids } => {
+                let mut ids = user_ids.clone();
+                if !ids.contains(&self.sender.user_id) {
+                    ids.push(self.sender.user_id);
+                }
+                Destination::Direct { user_ids: ids }
+            }
+        }
+    }
+}
+
+/// What the transport can do with replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyCaps {
+    /// Whether to acknowledge with reactions.
+    pub reactions: bool,
+    /// The server's longest message, in characters; longer replies are split.
+    pub max_message_chars: usize,
+}
+
+/// What became of a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handled {
+    /// Not for this bot: no commands, no mention. Nothing was stored.
+    Ignored,
+    /// Handled before (earlier run, back-fill or another instance): nothing done.
+    Duplicate,
+    /// Handled now; this many outbox entries wait for delivery.
+    Replied { outbox: usize },
+}
+
+/// Everything the handler needs to know about the bot.
+#[derive(Debug, Clone)]
+pub struct ChatContext<'a> {
+    pub store: &'a Store,
+    pub profile: &'a Profile,
+    pub bot: &'a BotNames,
+    pub caps: ReplyCaps,
+}
+
+/// What a message asks of the bot, decided before touching the database.
+enum Intent {
+    Commands(Vec<Invocation>),
+    Capture { title: String, description: String },
+    Hint(String),
+}
+
+fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
+    if Some(message.sender.user_id) == ctx.bot.user_id {
+        return None;
+    }
+    if ctx.profile.role == Role::Executor {
+        // The executor answers people only to point them to Eagle.
+        return match message.place {
+            Place::Direct { .. } if !message.sender.is_bot => Some(Intent::Hint(format!(
+                "I am {}, the executor: I run the workers and post their progress. \
+                 Commands and questions go to Eagle, the orchestrator.",
+                ctx.profile.display_name
+            ))),
+            _ => None,
+        };
+    }
+    let invocations = parse_message(&message.content, ctx.bot);
+    if !invocations.is_empty() {
+        return Some(Intent::Commands(invocations));
+    }
+    if message.mentioned {
+        let text = commands::strip_leading_mention(&message.content, ctx.bot)
+            .map(str::to_string)
+            .unwrap_or_else(|| without_mentions(&message.content, ctx.bot));
+        let mut lines = text.lines().map(str::trim_end);
+        let title = lines.by_ref().map(str::trim).find(|l| !l.is_empty());
+        if let Some(title) = title {
+            let description = lines.collect::<Vec<_>>().join("\n").trim().to_string();
+            return Some(Intent::Capture {
+                title: title.to_string(),
+                description,
+            });
+        }
+    }
+    if matches!(message.place, Place::Direct { .. }) && !message.sender.is_bot {
+        return Some(Intent::Hint(
+            "I understand commands: `!help` lists them. `!queue <title>` puts a task into the inbox."
+                .into(),
+        ));
+    }
+    None
+}
+
+/// Removes every mention of the bot from `text` (for a mention that is not at the start).
+fn without_mentions(text: &str, bot: &BotNames) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('@') {
+        out.push_str(&rest[..at]);
+        let candidate = &rest[at..];
+        match commands::strip_leading_mention(candidate, bot) {
+            Some(after) => rest = after,
+            None => {
+                out.push('@');
+                rest = &candidate[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Handles one inbound message: claims it, carries out what it asks, and
+/// stores the reply in the outbox, all in one transaction.
+pub async fn handle_message(ctx: &ChatContext<'_>, message: &InboundMessage) -> Result<Handled, StoreError> {
+    let Some(intent) = intent(ctx, message) else {
+        return Ok(Handled::Ignored);
+    };
+    let mut tx = ctx.store.begin_write().await?;
+    let outcome = match (&intent, message.late) {
+        (Intent::Hint(_), _) => "hint",
+        (_, true) => "late",
+        (Intent::Commands(_), false) => "commands",
+        (Intent::Capture { .. }, false) => "capture",
+    };
+    if !tx
+        .mark_processed(&message.identity, message.message_id, outcome)
+        .await?
+    {
+        return Ok(Handled::Duplicate);
+    }
+    let result = act(&mut tx, ctx, message, &intent).await;
+    let outbox = match result {
+        Ok(replies) => {
+            let n = enqueue_replies(&mut tx, ctx, message, &replies, !matches!(intent, Intent::Hint(_))).await?;
+            tx.commit().await?;
+            n
+        }
+        Err(error) => {
+            drop(tx);
+            apologize(ctx, message, &error).await?
+        }
+    };
+    Ok(Handled::Replied { outbox })
+}
+
+async fn act(
+    tx: &mut Tx,
+    ctx: &ChatContext<'_>,
+    message: &InboundMessage,
+    intent: &Intent,
+) -> Result<Vec<CommandReply>, StoreError> {
+    if message.late && !matches!(intent, Intent::Hint(_)) {
+        let age = chrono::Utc::now() - message.timestamp;
+        return Ok(vec![CommandReply {
+            text: format!(
+                "I saw this message late ({} after it was posted), so I did not act on it. \
+                 Send it again if it still stands.",
+                humanize(age)
+            ),
+            ok: false,
+        }]);
+    }
+    match intent {
+        Intent::Hint(text) => Ok(vec![CommandReply {
+            text: text.clone(),
+            ok: true,
+        }]),
+        Intent::Capture { title, description } => {
+            let mut reply = commands::queue_task(tx, message, title, description, 1).await?;
+            reply.text.push_str(" (captured from your mention; `!help` lists what else I do)");
+            Ok(vec![reply])
+        }
+        Intent::Commands(invocations) => {
+            let mut replies = Vec::with_capacity(invocations.len());
+            let mut queue_ordinal = 0;
+            for invocation in invocations {
+                let reply = match &invocation.result {
+                    Ok(command) => {
+                        if matches!(command, commands::Command::Queue { title: Some(_), .. }) {
+                            queue_ordinal += 1;
+                        }
+                        commands::execute(tx, ctx.profile, message, command, queue_ordinal).await?
+                    }
+                    Err(error) => CommandReply {
+                        text: error.to_string(),
+                        ok: false,
+                    },
+                };
+                replies.push(reply);
+            }
+            if replies.len() > 1 {
+                for (reply, invocation) in replies.iter_mut().zip(invocations) {
+                    reply.text = format!("**`{}`**\n{}", invocation.line, reply.text);
+                }
+            }
+            Ok(replies)
+        }
+    }
+}
+
+async fn enqueue_replies(
+    tx: &mut Tx,
+    ctx: &ChatContext<'_>,
+    message: &InboundMessage,
+    replies: &[CommandReply],
+    react: bool,
+) -> Result<usize, StoreError> {
+    let react = react && ctx.caps.reactions;
+    let identity = &message.identity;
+    let mut count = 0;
+    if react {
+        tx.enqueue(&NewOutboxItem {
+            identity: identity.clone(),
+            kind: OutboxKind::ReactionAdd {
+                message_id: message.message_id,
+                emoji: EMOJI_RECEIVED.into(),
+            },
+            in_reply_to: None,
+        })
+        .await?;
+        count += 1;
+    }
+    let text = replies
+        .iter()
+        .map(|r| r.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    for part in crate::text::split_message(&text, ctx.caps.max_message_chars) {
+        tx.enqueue(&NewOutboxItem {
+            identity: identity.clone(),
+            kind: OutboxKind::Message {
+                to: message.reply_destination(),
+                content: part,
+            },
+            in_reply_to: Some(message.message_id),
+        })
+        .await?;
+        count += 1;
+    }
+    if react {
+        let ok = replies.iter().all(|r| r.ok);
+        tx.enqueue(&NewOutboxItem {
+            identity: identity.clone(),
+            kind: OutboxKind::ReactionAdd {
+                message_id: message.message_id,
+                emoji: if ok { EMOJI_DONE } else { EMOJI_FAILED }.into(),
+            },
+            in_reply_to: None,
+        })
+        .await?;
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// After an internal error: the message is marked handled with a short
+/// apology that carries a reference to the logged error, never its text.
+async fn apologize(ctx: &ChatContext<'_>, message: &InboundMessage, error: &StoreError) -> Result<usize, StoreError> {
+    let reference = format!("E{:08x}", fastrand::u32(..));
+    tracing::error!(reference, message_id = message.message_id, error = %error, "command failed");
+    let mut tx = ctx.store.begin_write().await?;
+    if !tx
+        .mark_processed(&message.identity, message.message_id, "failed")
+        .await?
+    {
+        return Ok(0);
+    }
+    let reply = CommandReply {
+        text: format!(
+            "Sorry, something went wrong on my side and nothing was changed (reference {reference})."
+        ),
+        ok: false,
+    };
+    let n = enqueue_replies(&mut tx, ctx, message, &[reply], true).await?;
+    tx.commit().await?;
+    Ok(n)
+}
+
+fn humanize(age: chrono::TimeDelta) -> String {
+    let secs = age.num_seconds().max(0);
+    match secs {
+        0..120 => format!("{secs} s"),
+        120..7200 => format!("{} min", secs / 60),
+        7200..172_800 => format!("{} h", secs / 3600),
+        _ => format!("{} days", secs / 86_400),
+    }
+}

@@ -1,0 +1,312 @@
+//! The command line: what `eagle` accepts, and the code behind each subcommand.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Parser, Subcommand};
+
+use crate::profile::{self, Profile, UserRef};
+use crate::store::Store;
+
+/// Eagle runs AI coding agents as a supervised team on Zulip.
+#[derive(Debug, Parser)]
+#[command(name = "eagle", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// Where the profiles (`<name>.toml`) are.
+    #[arg(long, global = true, env = profile::PROFILES_DIR_ENV, default_value = "profiles", value_name = "DIR")]
+    pub profiles_dir: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Which profile a subcommand works with.
+#[derive(Debug, Clone, Args)]
+pub struct ProfileArg {
+    /// The profile to use: a file `<DIR>/<NAME>.toml`.
+    #[arg(long, short = 'p', default_value = "eagle", value_name = "NAME")]
+    pub profile: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one bot identity on Zulip (Eagle, or the executor).
+    Run(ProfileArg),
+    /// Talk to Eagle locally: each line you type is a chat message (no Zulip needed).
+    Shell {
+        #[command(flatten)]
+        profile: ProfileArg,
+        /// The topic your messages are posted in.
+        #[arg(long, default_value = "general")]
+        topic: String,
+        /// Who you are (an email or a Zulip user id); by default the profile's owner.
+        #[arg(long, value_name = "EMAIL|ID")]
+        user: Option<String>,
+    },
+    /// Create or upgrade the database.
+    Migrate(ProfileArg),
+    /// List, show and create profiles.
+    #[command(subcommand)]
+    Profile(ProfileCommand),
+    /// Check that a profile is ready to run: settings, database, Zulip.
+    Check(ProfileArg),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProfileCommand {
+    /// List the profiles in the profiles directory.
+    List,
+    /// Show a profile's settings as Eagle understands them (no secrets).
+    Show {
+        /// The profile's name.
+        name: String,
+    },
+    /// Create a profile as a copy of another.
+    Create {
+        /// The new profile's name.
+        name: String,
+        /// The profile to copy.
+        #[arg(long = "clone", value_name = "FROM")]
+        clone_from: String,
+    },
+}
+
+impl Command {
+    /// The log level when `RUST_LOG` is not set: the long-running bot says
+    /// what it does, the interactive commands stay quiet.
+    pub fn default_log_filter(&self) -> &'static str {
+        match self {
+            Command::Run(_) => "warn,eagle=info",
+            _ => "warn",
+        }
+    }
+}
+
+/// Runs the parsed command line. `env` is the process environment, read once.
+pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<ExitCode> {
+    let dir = &cli.profiles_dir;
+    match cli.command {
+        Command::Shell {
+            profile,
+            topic,
+            user,
+        } => {
+            let profile = load(dir, &profile.profile, &env)?;
+            let user = user
+                .map(|u| parse_user(&u))
+                .transpose()
+                .context("--user")?;
+            let store = open_store(&profile).await?;
+            let options = crate::shell::ShellOptions {
+                topic,
+                user,
+                interactive: crate::shell::stdin_is_terminal(),
+            };
+            let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+            crate::shell::run(&profile, &store, &options, stdin, tokio::io::stdout()).await?;
+            store.close().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Migrate(profile) => {
+            let profile = load(dir, &profile.profile, &env)?;
+            let store = Store::connect(&profile.database_url).await?;
+            let applied = store.migrate().await?;
+            let total = store.applied_migrations().await?;
+            println!(
+                "{}: {applied} migration(s) applied now, {total} in all ({} backend)",
+                store.url(),
+                store.backend().as_str()
+            );
+            store.close().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Profile(ProfileCommand::List) => {
+            let names = profile::list(dir)
+                .with_context(|| format!("cannot read the profiles directory {}", dir.display()))?;
+            if names.is_empty() {
+                println!("no profiles in {}", dir.display());
+            }
+            for name in names {
+                match Profile::load(dir, &name, &env) {
+                    Ok(p) => println!("{name}\t{}\t{}", p.role.as_str(), p.display_name),
+                    Err(e) => println!("{name}\tinvalid: {e}"),
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Profile(ProfileCommand::Show { name }) => {
+            let profile = load(dir, &name, &env)?;
+            print!("{}", show_profile(&profile, &env));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Profile(ProfileCommand::Create { name, clone_from }) => {
+            create_profile(dir, &name, &clone_from)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run(profile) => {
+            let profile = load(dir, &profile.profile, &env)?;
+            bail!(
+                "profile {}: `eagle run` (the Zulip transport) is not available yet in this version; \
+                 use `eagle shell` to talk to Eagle locally",
+                profile.name
+            )
+        }
+        Command::Check(profile) => {
+            let profile = load(dir, &profile.profile, &env)?;
+            check(&profile, &env).await
+        }
+    }
+}
+
+fn load(dir: &Path, name: &str, env: &BTreeMap<String, String>) -> anyhow::Result<Profile> {
+    Ok(Profile::load(dir, name, env)?)
+}
+
+async fn open_store(profile: &Profile) -> anyhow::Result<Store> {
+    Store::open(&profile.database_url)
+        .await
+        .with_context(|| format!("profile {}", profile.name))
+}
+
+fn parse_user(text: &str) -> anyhow::Result<UserRef> {
+    let text = text.trim();
+    if let Ok(id) = text.parse::<u64>() {
+        return Ok(UserRef::Id(id));
+    }
+    if text.contains('@') && !text.contains(char::is_whitespace) {
+        return Ok(UserRef::Email(text.to_string()));
+    }
+    bail!("{text:?} is neither an email nor a user id")
+}
+
+/// The human-readable view of a profile. Never prints a secret: the API key
+/// is reported as present or missing, the database URL without its password.
+pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    let list = |items: &[UserRef]| {
+        if items.is_empty() {
+            "(none)".to_string()
+        } else {
+            items.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+        }
+    };
+    let _ = writeln!(out, "profile:       {} ({})", profile.name, profile.path.display());
+    let _ = writeln!(out, "role:          {}", profile.role.as_str());
+    let _ = writeln!(out, "display name:  {}", profile.display_name);
+    let zulip = match profile.zulip_credentials(env) {
+        Ok(creds) => format!(
+            "{} as {} (API key: present; from {})",
+            creds.site, creds.email, creds.source
+        ),
+        Err(e) => format!("not usable: {e}"),
+    };
+    let _ = writeln!(out, "zuliprc:       {}", profile.zuliprc.display());
+    let _ = writeln!(out, "zulip:         {zulip}");
+    let _ = writeln!(out, "database:      {}", profile.database_url.redacted());
+    let _ = writeln!(out, "data dir:      {}", profile.data_dir.display());
+    let _ = writeln!(out, "profile state: {}", profile.state_dir().display());
+    let _ = writeln!(out, "approvers:     {}", list(&profile.approvers));
+    let _ = writeln!(
+        out,
+        "owner:         {}",
+        profile.owner.as_ref().map_or("(none)".into(), ToString::to_string)
+    );
+    let channels = if profile.channels.is_empty() {
+        "(none; direct messages only)".to_string()
+    } else {
+        profile.channels.join(", ")
+    };
+    let _ = writeln!(out, "channels:      {channels}");
+    if let Some(bot) = &profile.executor_bot {
+        let _ = writeln!(out, "executor bot:  {bot}");
+    }
+    let _ = writeln!(
+        out,
+        "persona:       {}",
+        profile
+            .persona
+            .as_ref()
+            .map_or("(none)".into(), |p| p.display().to_string())
+    );
+    let _ = writeln!(
+        out,
+        "late commands: older than {} are reported, not run",
+        humantime::format_duration(profile.zulip.late_command_age)
+    );
+    let _ = writeln!(
+        out,
+        "plugins:       dir {}{}",
+        profile.policy.dir.display(),
+        if profile.policy.load_all {
+            ", loading every .wasm in it"
+        } else {
+            ""
+        }
+    );
+    for (i, plugin) in profile.policy.plugins.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  {}. {} (fuel {}, memory {} MiB, timeout {} ms, config {})",
+            i + 1,
+            plugin.source,
+            plugin.limits.fuel,
+            plugin.limits.memory_bytes >> 20,
+            plugin.limits.timeout.as_millis(),
+            plugin.config_json
+        );
+    }
+    out
+}
+
+/// Copies profile `from` (and its persona) to `name`, pointing the copy at
+/// its own zuliprc so that two profiles never share one bot identity.
+pub fn create_profile(dir: &Path, name: &str, from: &str) -> anyhow::Result<()> {
+    profile::validate_name(name).map_err(anyhow::Error::msg)?;
+    profile::validate_name(from).map_err(anyhow::Error::msg)?;
+    let source = dir.join(format!("{from}.toml"));
+    let target = dir.join(format!("{name}.toml"));
+    if target.exists() {
+        bail!("{} exists already; pick another name", target.display());
+    }
+    let text = std::fs::read_to_string(&source)
+        .with_context(|| format!("cannot read profile {}", source.display()))?;
+    let text = text
+        .replace(&format!("\"{from}.zuliprc\""), &format!("\"{name}.zuliprc\""))
+        .replace(&format!("\"{from}.soul.md\""), &format!("\"{name}.soul.md\""));
+    std::fs::write(&target, text).with_context(|| format!("cannot write {}", target.display()))?;
+    let persona = dir.join(format!("{from}.soul.md"));
+    if persona.is_file() {
+        let copy = dir.join(format!("{name}.soul.md"));
+        if !copy.exists() {
+            std::fs::copy(&persona, &copy)
+                .with_context(|| format!("cannot copy {}", persona.display()))?;
+        }
+    }
+    println!(
+        "created {} from {}; give it its own bot: put its zuliprc at {}",
+        target.display(),
+        source.display(),
+        dir.join(format!("{name}.zuliprc")).display()
+    );
+    Ok(())
+}
+
+async fn check(profile: &Profile, env: &BTreeMap<String, String>) -> anyhow::Result<ExitCode> {
+    println!("profile {}: settings are valid", profile.name);
+    let store = open_store(profile).await?;
+    println!(
+        "database {}: reachable, {} migration(s) applied",
+        store.url(),
+        store.applied_migrations().await?
+    );
+    store.close().await;
+    let creds = profile.zulip_credentials(env)?;
+    println!("zuliprc: {} as {}", creds.site, creds.email);
+    bail!(
+        "profile {}: checking the Zulip server is not available yet in this version",
+        profile.name
+    )
+}

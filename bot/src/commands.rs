@@ -1,0 +1,306 @@
+//! Chat commands: their definitions, the pure parser and the handlers.
+//!
+//! A command is a line that starts with `!` (also right after a leading
+//! @-mention of the bot), outside code fences and quotes. [`SPECS`] is the one
+//! definition of every command: the parser takes each command's usage from
+//! it and `!help` is generated from it, so the two cannot drift apart.
+
+mod handlers;
+mod parse;
+
+pub use handlers::{CommandReply, execute, queue as queue_task, task_gid};
+pub use parse::{BotNames, Invocation, ParseError, parse_message, strip_leading_mention};
+
+/// Who may use a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone in the organisation.
+    Anyone,
+    /// Only the profile's `approvers` (an empty list means nobody).
+    Approvers,
+}
+
+/// The definition of one command.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandSpec {
+    /// The word after `!`.
+    pub name: &'static str,
+    /// The arguments, as shown in the usage line.
+    pub args: &'static str,
+    /// One line for the command list.
+    pub summary: &'static str,
+    /// More, for `!help <command>`.
+    pub details: &'static str,
+    pub access: Access,
+    /// Whether this version of Eagle carries it out. Commands of later
+    /// milestones are listed, parsed and access-checked, and then say plainly
+    /// that they are not available yet.
+    pub available: bool,
+}
+
+impl CommandSpec {
+    /// `!name args`, as typed.
+    pub fn usage(&self) -> String {
+        if self.args.is_empty() {
+            format!("!{}", self.name)
+        } else {
+            format!("!{} {}", self.name, self.args)
+        }
+    }
+}
+
+/// Every command, in the order `!help` lists them.
+pub const SPECS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "help",
+        args: "[command]",
+        summary: "list the commands, or explain one",
+        details: "`!help` lists every command; `!help queue` explains `!queue`.",
+        access: Access::Anyone,
+        available: true,
+    },
+    CommandSpec {
+        name: "queue",
+        args: "[title]",
+        summary: "put a task into the inbox, or list the open inbox",
+        details: "`!queue Fix the tab preview` captures a task with that title; the following lines \
+                  of the message become its description. Eagle answers with the task's id. \
+                  `!queue` alone lists the open tasks.",
+        access: Access::Anyone,
+        available: true,
+    },
+    CommandSpec {
+        name: "status",
+        args: "[task id | run <run id> | page <n>]",
+        summary: "show what is queued and running",
+        details: "`!status` counts tasks by status and runs by state, and lists the open ones \
+                  (`!status page 2` shows more). `!status 12` shows task 12 with its runs; \
+                  `!status run 42` shows run 42.",
+        access: Access::Anyone,
+        available: true,
+    },
+    CommandSpec {
+        name: "why",
+        args: "task <id> | run <id> | request <id>",
+        summary: "show the audit trail of a task, run or request",
+        details: "`!why task 12` lists who or what decided what about task 12, when, and why, \
+                  including the policy plugin, its version and content hash.",
+        access: Access::Anyone,
+        available: true,
+    },
+    CommandSpec {
+        name: "approve",
+        args: "<run id> [request id]",
+        summary: "approve a worker's pending request",
+        details: "`!approve 42` approves the request run 42 is waiting on; `!approve 42 7` \
+                  approves request 7 of run 42 exactly.",
+        access: Access::Approvers,
+        available: false,
+    },
+    CommandSpec {
+        name: "deny",
+        args: "<run id> [request id] <reason>",
+        summary: "deny a worker's pending request, with a reason",
+        details: "`!deny 42 out of scope` denies the request run 42 is waiting on and tells \
+                  the worker why.",
+        access: Access::Approvers,
+        available: false,
+    },
+    CommandSpec {
+        name: "go",
+        args: "<task id>",
+        summary: "approve a task for execution",
+        details: "`!go 12` approves task 12 and queues a run for it.",
+        access: Access::Approvers,
+        available: false,
+    },
+    CommandSpec {
+        name: "cancel",
+        args: "<run id>",
+        summary: "stop a run for good",
+        details: "`!cancel 42` stops run 42's worker and marks the run cancelled.",
+        access: Access::Approvers,
+        available: false,
+    },
+    CommandSpec {
+        name: "hold",
+        args: "<run id>",
+        summary: "keep a run from being worked on",
+        details: "`!hold 42` keeps run 42 where it is until `!unhold 42`.",
+        access: Access::Approvers,
+        available: false,
+    },
+    CommandSpec {
+        name: "unhold",
+        args: "<run id>",
+        summary: "let a held run continue",
+        details: "`!unhold 42` releases a run held with `!hold`.",
+        access: Access::Approvers,
+        available: false,
+    },
+    CommandSpec {
+        name: "retry",
+        args: "<run id>",
+        summary: "start a stuck or abandoned run again",
+        details: "`!retry 42` gives run 42 a fresh worker.",
+        access: Access::Approvers,
+        available: false,
+    },
+    CommandSpec {
+        name: "pause",
+        args: "",
+        summary: "stop claiming new work",
+        details: "`!pause` lets running workers finish but starts no new ones until `!resume`.",
+        access: Access::Approvers,
+        available: false,
+    },
+    CommandSpec {
+        name: "resume",
+        args: "",
+        summary: "claim new work again",
+        details: "`!resume` undoes `!pause`.",
+        access: Access::Approvers,
+        available: false,
+    },
+];
+
+/// Looks a command up by name (case-insensitive).
+pub fn spec(name: &str) -> Option<&'static CommandSpec> {
+    SPECS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
+}
+
+/// What `!status` is asked about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatusQuery {
+    /// Counts and the open tasks and runs, one page of them.
+    Overview { page: u32 },
+    Task(i64),
+    Run(i64),
+}
+
+/// What `!why` is asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhyTarget {
+    Task(i64),
+    Run(i64),
+    Request(i64),
+}
+
+impl WhyTarget {
+    /// The audit log's subject for this target.
+    pub fn subject(self) -> String {
+        match self {
+            WhyTarget::Task(id) => format!("task:{id}"),
+            WhyTarget::Run(id) => format!("run:{id}"),
+            WhyTarget::Request(id) => format!("request:{id}"),
+        }
+    }
+}
+
+/// A parsed command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Help { command: Option<&'static str> },
+    /// `title` is `None` for a bare `!queue` (list the inbox).
+    Queue { title: Option<String>, description: String },
+    Status(StatusQuery),
+    Why(WhyTarget),
+    Approve { run: i64, request: Option<i64> },
+    Deny { run: i64, request: Option<i64>, reason: String },
+    Go { task: i64 },
+    Cancel { run: i64 },
+    Hold { run: i64 },
+    Unhold { run: i64 },
+    Retry { run: i64 },
+    Pause,
+    Resume,
+}
+
+impl Command {
+    /// The definition this command was parsed from.
+    pub fn spec(&self) -> &'static CommandSpec {
+        let name = match self {
+            Command::Help { .. } => "help",
+            Command::Queue { .. } => "queue",
+            Command::Status(_) => "status",
+            Command::Why(_) => "why",
+            Command::Approve { .. } => "approve",
+            Command::Deny { .. } => "deny",
+            Command::Go { .. } => "go",
+            Command::Cancel { .. } => "cancel",
+            Command::Hold { .. } => "hold",
+            Command::Unhold { .. } => "unhold",
+            Command::Retry { .. } => "retry",
+            Command::Pause => "pause",
+            Command::Resume => "resume",
+        };
+        spec(name).expect("every command has a spec")
+    }
+}
+
+/// The text of `!help`, or of `!help <command>`.
+pub fn help_text(command: Option<&str>) -> String {
+    match command.and_then(spec) {
+        Some(spec) => {
+            let who = match spec.access {
+                Access::Anyone => "Anyone may use it.",
+                Access::Approvers => "Only the profile's approvers may use it.",
+            };
+            let later = if spec.available {
+                ""
+            } else {
+                "\nNot available yet in this version of Eagle."
+            };
+            format!(
+                "`{}`: {}\n{}\n{who}{later}",
+                spec.usage(),
+                spec.summary,
+                spec.details
+            )
+        }
+        None => {
+            let mut out = String::from("Commands (start a line with them, or mention me first):\n");
+            for spec in SPECS {
+                let mut notes = Vec::new();
+                if spec.access == Access::Approvers {
+                    notes.push("approvers");
+                }
+                if !spec.available {
+                    notes.push("not available yet");
+                }
+                let notes = if notes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", notes.join(", "))
+                };
+                out.push_str(&format!("* `{}`: {}{notes}\n", spec.usage(), spec.summary));
+            }
+            out.push_str("`!help <command>` explains one.");
+            out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_is_pinned() {
+        expect_test::expect_file!["commands/snapshots/help.txt"].assert_eq(&help_text(None));
+        expect_test::expect_file!["commands/snapshots/help-queue.txt"]
+            .assert_eq(&help_text(Some("queue")));
+    }
+
+    #[test]
+    fn every_spec_is_reachable_and_unique() {
+        let mut names: Vec<&str> = SPECS.iter().map(|s| s.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), SPECS.len());
+        for spec in SPECS {
+            assert!(spec.name.chars().all(|c| c.is_ascii_lowercase()));
+            assert!(!spec.summary.ends_with('.'));
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! Eagle: a Zulip bot that runs AI coding agents as a supervised team.
+//!
+//! The binary (`src/main.rs`) only sets up logging and calls [`cli::run`];
+//! everything else lives here, one module per concern. `ARCHITECTURE.md` at
+//! the repository root has the map.
+
+pub mod chat;
+pub mod cli;
+pub mod commands;
+pub mod logging;
+pub mod profile;
+pub mod shell;
+pub mod store;
+pub mod text;

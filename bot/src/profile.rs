@@ -1,0 +1,319 @@
+//! Profiles: one bot identity each (`profiles/eagle.toml`, `profiles/executor.toml`).
+//!
+//! A profile is read once at start-up: the TOML file, then `EAGLE_<KEY>`
+//! environment overrides ([`raw`]), then validated ([`validate`]) into a
+//! [`Profile`] whose fields cannot be wrong later. Every error names the file
+//! (or the environment variable), the key and what is wrong.
+//!
+//! Zulip credentials live in a separate zuliprc file ([`zuliprc`]) and are only
+//! read by the commands that talk to Zulip, so `eagle shell` and
+//! `eagle profile show` work without them.
+
+mod raw;
+mod validate;
+pub mod zuliprc;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+
+pub use raw::{ENV_PREFIX, RESERVED_ENV};
+pub use zuliprc::{Tls, ZulipCredentials};
+
+/// The environment variable that overrides the profiles directory.
+pub const PROFILES_DIR_ENV: &str = "EAGLE_PROFILES_DIR";
+
+/// What a profile's bot does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Eagle: talks with humans, keeps the inbox, decides on workers' requests.
+    Orchestrator,
+    /// Исполнитель: runs the workers and relays their structured lines.
+    Executor,
+}
+
+impl Role {
+    /// The word used in profile files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Orchestrator => "orchestrator",
+            Role::Executor => "executor",
+        }
+    }
+}
+
+/// A person or bot named in a profile: by Zulip user id, or by email.
+///
+/// Organisations that hide emails give bots a dummy `sender_email`, so an id is
+/// the robust choice; emails compare case-insensitively, as Zulip does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserRef {
+    Id(u64),
+    Email(String),
+}
+
+impl UserRef {
+    /// Whether a sender with this id and email is the user named here.
+    pub fn matches(&self, id: u64, email: &str) -> bool {
+        match self {
+            UserRef::Id(wanted) => *wanted == id,
+            UserRef::Email(wanted) => wanted.eq_ignore_ascii_case(email),
+        }
+    }
+}
+
+impl fmt::Display for UserRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UserRef::Id(id) => write!(f, "user id {id}"),
+            UserRef::Email(email) => f.write_str(email),
+        }
+    }
+}
+
+/// Where the database is. Held as a secret because a PostgreSQL URL may carry
+/// a password; [`DatabaseUrl::redacted`] is what may be shown.
+#[derive(Clone)]
+pub struct DatabaseUrl(SecretString);
+
+impl DatabaseUrl {
+    pub fn new(url: impl Into<String>) -> Self {
+        DatabaseUrl(SecretString::from(url.into()))
+    }
+
+    /// The URL itself, for the store to connect with. Never log it.
+    pub fn expose(&self) -> &str {
+        self.0.expose_secret()
+    }
+
+    /// Whether this is a PostgreSQL URL.
+    pub fn is_postgres(&self) -> bool {
+        let url = self.expose();
+        url.starts_with("postgres://") || url.starts_with("postgresql://")
+    }
+
+    /// The URL with any password replaced by `***`, safe to print.
+    pub fn redacted(&self) -> String {
+        match url::Url::parse(self.expose()) {
+            Ok(mut url) if url.password().is_some() => {
+                let _ = url.set_password(Some("***"));
+                url.to_string()
+            }
+            Ok(url) => url.to_string(),
+            Err(_) => "<unparseable database url>".into(),
+        }
+    }
+}
+
+impl fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+/// Zulip transport settings.
+#[derive(Debug, Clone)]
+pub struct ZulipSettings {
+    /// Commands older than this, found by back-fill after a gap, are reported
+    /// as seen late instead of being executed.
+    pub late_command_age: Duration,
+    /// Register the event queue with `all_public_streams`.
+    pub all_public_streams: bool,
+}
+
+/// Resource limits for one plugin call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginLimits {
+    /// Wasmtime fuel per call (roughly one unit per instruction).
+    pub fuel: u64,
+    /// The most linear memory the plugin may grow to, in bytes.
+    pub memory_bytes: usize,
+    /// Wall-clock bound of one call.
+    pub timeout: Duration,
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        PluginLimits {
+            fuel: 100_000_000,
+            memory_bytes: 32 << 20,
+            timeout: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Where a plugin comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginSource {
+    /// One of the plugins compiled into the binary (`default-approval`, `default-filter`).
+    Builtin(String),
+    /// A `.wasm` component file, resolved against the plugin directory.
+    File(PathBuf),
+}
+
+impl fmt::Display for PluginSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PluginSource::Builtin(name) => write!(f, "builtin:{name}"),
+            PluginSource::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// One configured policy plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginSpec {
+    pub source: PluginSource,
+    /// The plugin's configuration, as JSON text (the profile writes it as a TOML table).
+    pub config_json: String,
+    pub limits: PluginLimits,
+}
+
+/// Policy plugin settings.
+#[derive(Debug, Clone)]
+pub struct PolicySettings {
+    /// The drop-in directory for `.wasm` plugins.
+    pub dir: PathBuf,
+    /// Also load every `.wasm` in `dir`, in name order, with empty configuration.
+    pub load_all: bool,
+    /// How often the plugin files are checked for changes.
+    pub reload_interval: Duration,
+    /// The plugins, in the order their votes are composed.
+    pub plugins: Vec<PluginSpec>,
+}
+
+/// A validated profile.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// The profile's name: its file stem (`eagle`, `executor`).
+    pub name: String,
+    /// The profile file.
+    pub path: PathBuf,
+    pub role: Role,
+    /// The bot's name as people see it (Zulip's `full_name` wins once connected).
+    pub display_name: String,
+    /// The zuliprc file, resolved against the profile's directory.
+    pub zuliprc: PathBuf,
+    pub database_url: DatabaseUrl,
+    /// Eagle's data directory, shared by the profiles.
+    pub data_dir: PathBuf,
+    /// Who may use the commands that change what runs. Empty means nobody.
+    pub approvers: Vec<UserRef>,
+    /// The human escalations go to.
+    pub owner: Option<UserRef>,
+    /// Channels the bot listens in (commands also work in direct messages).
+    pub channels: Vec<String>,
+    /// For the orchestrator: the executor bot whose protocol lines it trusts.
+    pub executor_bot: Option<UserRef>,
+    /// The persona text (the notes' SOUL.md), if the profile has one.
+    pub persona: Option<PathBuf>,
+    pub zulip: ZulipSettings,
+    pub policy: PolicySettings,
+}
+
+impl Profile {
+    /// Loads and validates `<dir>/<name>.toml` with overrides from `env`.
+    pub fn load(dir: &Path, name: &str, env: &BTreeMap<String, String>) -> Result<Self, ProfileError> {
+        validate_name(name).map_err(|why| ProfileError::new(name, None, why))?;
+        let path = dir.join(format!("{name}.toml"));
+        let raw = raw::load(&path, env)?;
+        validate::validate(name, &path, raw, env)
+    }
+
+    /// This profile's own directory under the data directory: logs, plugin cache.
+    pub fn state_dir(&self) -> PathBuf {
+        self.data_dir.join(&self.name)
+    }
+
+    /// Where compiled plugins are cached (native code: only Eagle writes here).
+    pub fn plugin_cache_dir(&self) -> PathBuf {
+        self.state_dir().join("plugin-cache")
+    }
+
+    /// Where worker logs go.
+    pub fn logs_dir(&self) -> PathBuf {
+        self.state_dir().join("logs")
+    }
+
+    /// Whether the user with this id and email may use approver commands.
+    pub fn is_approver(&self, id: u64, email: &str) -> bool {
+        self.approvers.iter().any(|who| who.matches(id, email))
+    }
+
+    /// Reads the Zulip credentials (zuliprc plus `ZULIP_*` overrides).
+    pub fn zulip_credentials(&self, env: &BTreeMap<String, String>) -> Result<ZulipCredentials, ProfileError> {
+        zuliprc::load(&self.zuliprc, env)
+    }
+}
+
+/// A profile name is a file stem: letters, digits, `-` and `_`.
+pub fn validate_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a valid profile name (use letters, digits, '-' and '_')"
+        ))
+    }
+}
+
+/// Lists the profiles (file stems of `*.toml`) in `dir`, sorted.
+pub fn list(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|ext| ext == "toml")
+            && let Some(stem) = path.file_stem().and_then(|s| s.to_str())
+            && validate_name(stem).is_ok()
+        {
+            names.push(stem.to_string());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Eagle's default data directory: `$XDG_DATA_HOME/eagle`, else `~/.local/share/eagle`.
+pub fn default_data_dir(env: &BTreeMap<String, String>) -> Result<PathBuf, String> {
+    if let Some(xdg) = env.get("XDG_DATA_HOME").filter(|v| Path::new(v).is_absolute()) {
+        return Ok(Path::new(xdg).join("eagle"));
+    }
+    match env.get("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(Path::new(home).join(".local/share/eagle")),
+        None => Err("neither XDG_DATA_HOME nor HOME is set; set data_dir in the profile".into()),
+    }
+}
+
+/// A profile that cannot be used, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: {}{message}", key.as_ref().map(|k| format!("{k}: ")).unwrap_or_default())]
+pub struct ProfileError {
+    /// The file or environment variable the bad value came from.
+    pub origin: String,
+    /// The key, e.g. `approvers[1]`.
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl ProfileError {
+    pub fn new(origin: impl Into<String>, key: Option<String>, message: impl Into<String>) -> Self {
+        ProfileError {
+            origin: origin.into(),
+            key,
+            message: message.into(),
+        }
+    }
+}
+
+/// Snapshot of the process environment, taken once in `main`.
+pub fn process_env() -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}

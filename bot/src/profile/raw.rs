@@ -1,0 +1,162 @@
+//! The profile as written: a TOML file plus `EAGLE_*` environment overrides,
+//! deserialized without judgement. [`super::validate`] turns it into a
+//! [`super::Profile`] that cannot be wrong later.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use config::{Config, File, FileFormat};
+use serde::Deserialize;
+
+use super::ProfileError;
+
+/// The environment prefix of profile overrides: `EAGLE_APPROVERS`, `EAGLE_ZULIP__LATE_COMMAND_AGE`.
+pub const ENV_PREFIX: &str = "EAGLE_";
+
+/// Variables that share the prefix but are not profile keys.
+pub const RESERVED_ENV: &[&str] = &["EAGLE_PROFILES_DIR"];
+
+/// Keys whose environment value is a comma-separated list.
+const LIST_KEYS: &[&str] = &["approvers", "channels"];
+
+/// Every key an environment variable may override, as a dotted path.
+const ENV_KEYS: &[&str] = &[
+    "role",
+    "display_name",
+    "zuliprc",
+    "database_url",
+    "data_dir",
+    "approvers",
+    "owner",
+    "channels",
+    "executor_bot",
+    "persona",
+    "zulip.late_command_age",
+    "zulip.all_public_streams",
+    "policy.dir",
+    "policy.load_all",
+    "policy.reload_interval",
+];
+
+/// A user named in a profile: a Zulip user id or an email address.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawUserRef {
+    Id(i64),
+    Text(String),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProfile {
+    pub role: Option<String>,
+    pub display_name: Option<String>,
+    pub zuliprc: Option<String>,
+    pub database_url: Option<String>,
+    pub data_dir: Option<String>,
+    #[serde(default)]
+    pub approvers: Vec<RawUserRef>,
+    pub owner: Option<RawUserRef>,
+    #[serde(default)]
+    pub channels: Vec<String>,
+    pub executor_bot: Option<RawUserRef>,
+    pub persona: Option<String>,
+    #[serde(default)]
+    pub zulip: RawZulip,
+    #[serde(default)]
+    pub policy: RawPolicy,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawZulip {
+    pub late_command_age: Option<String>,
+    pub all_public_streams: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPolicy {
+    pub dir: Option<String>,
+    pub load_all: Option<bool>,
+    pub reload_interval: Option<String>,
+    pub plugins: Option<Vec<RawPlugin>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlugin {
+    pub builtin: Option<String>,
+    pub file: Option<String>,
+    pub fuel: Option<u64>,
+    pub memory_mib: Option<u64>,
+    pub timeout_ms: Option<u64>,
+    pub config: Option<serde_json::Value>,
+}
+
+/// Reads `path` and applies the `EAGLE_*` overrides found in `env`.
+///
+/// `env` is passed in rather than read here so that tests never touch the
+/// process environment.
+pub fn load(path: &Path, env: &BTreeMap<String, String>) -> Result<RawProfile, ProfileError> {
+    let file = path.display().to_string();
+    if !path.is_file() {
+        return Err(ProfileError::new(&file, None, "no such profile file"));
+    }
+    let mut builder =
+        Config::builder().add_source(File::from(path).format(FileFormat::Toml).required(true));
+    for (var, value) in env {
+        let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
+            continue;
+        };
+        if RESERVED_ENV.contains(&var.as_str()) {
+            continue;
+        }
+        let key = rest.to_lowercase().replace("__", ".");
+        if !ENV_KEYS.contains(&key.as_str()) {
+            return Err(ProfileError::new(
+                var,
+                None,
+                format!("not a profile key; the environment may override: {}", env_names()),
+            ));
+        }
+        let result = if LIST_KEYS.contains(&key.as_str()) {
+            let items: Vec<String> = value
+                .split(',')
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(String::from)
+                .collect();
+            builder.set_override(key, items)
+        } else {
+            builder.set_override(key, value.clone())
+        };
+        builder = result.map_err(|e| ProfileError::new(var, None, e.to_string()))?;
+    }
+    let config = builder
+        .build()
+        .map_err(|e| ProfileError::new(&file, None, clean_config_error(&e)))?;
+    config
+        .try_deserialize()
+        .map_err(|e| ProfileError::new(&file, None, clean_config_error(&e)))
+}
+
+fn env_names() -> String {
+    ENV_KEYS
+        .iter()
+        .map(|key| format!("{ENV_PREFIX}{}", key.replace('.', "__").to_uppercase()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The config crate appends "in <file>" to its messages; the caller already
+/// names the file, so say it once.
+fn clean_config_error(error: &config::ConfigError) -> String {
+    let text = error.to_string();
+    match text.rfind(" in ") {
+        Some(at) if text[at..].contains('/') || text[at..].contains(".toml") => {
+            text[..at].to_string()
+        }
+        _ => text,
+    }
+}

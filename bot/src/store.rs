@@ -1,0 +1,317 @@
+//! The store: the only code with SQL.
+//!
+//! Two backends from day one, chosen by the profile's `database_url`: SQLite
+//! (the embedded default: WAL, a busy timeout, `BEGIN IMMEDIATE` for every
+//! transaction that reads then writes) and PostgreSQL (several instances on
+//! several hosts). Queries are runtime queries written once in SQL that both
+//! backends accept (`$1` placeholders, `RETURNING`, `ON CONFLICT`), and each
+//! is type-checked twice: the [`on_tx!`] and [`on_pool!`] macros expand one
+//! body per backend. The same test suite runs against both.
+//!
+//! Migrations are embedded (`migrations/sqlite`, `migrations/postgres`) and
+//! applied when the store opens.
+
+mod audit;
+mod chat;
+mod tasks;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::pool::PoolOptions;
+use sqlx::postgres::{PgConnectOptions, Postgres};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use sqlx::{PgPool, Sqlite, SqlitePool};
+
+use crate::profile::DatabaseUrl;
+
+pub use audit::{AuditEntry, NewAuditEntry};
+pub use chat::{Bookmark, Destination, NewOutboxItem, OutboxItem, OutboxKind};
+pub use tasks::{
+    NewRun, NewTask, Origin, Run, RunState, StatusCounts, Task, TaskStatus,
+};
+
+/// How long a SQLite writer waits for another before giving up.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Which database a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// A store error: what Eagle was doing, and the database's own error.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the database {url}: {source}")]
+    Connect { url: String, source: sqlx::Error },
+    #[error("cannot create the database directory {dir}: {source}")]
+    CreateDir { dir: String, source: std::io::Error },
+    #[error("cannot migrate the database {url}: {source}")]
+    Migrate {
+        url: String,
+        source: sqlx::migrate::MigrateError,
+    },
+    #[error("database error while {op}: {source}")]
+    Query {
+        op: &'static str,
+        source: sqlx::Error,
+    },
+    #[error("the database holds a value Eagle does not understand: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// Whether the error is a violated uniqueness constraint.
+    pub fn is_unique_violation(&self) -> bool {
+        match self {
+            StoreError::Query { source, .. } => source
+                .as_database_error()
+                .is_some_and(|e| e.is_unique_violation()),
+            _ => false,
+        }
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Names the operation a query failed in.
+trait QueryContext<T> {
+    fn op(self, op: &'static str) -> Result<T>;
+}
+
+impl<T> QueryContext<T> for std::result::Result<T, sqlx::Error> {
+    fn op(self, op: &'static str) -> Result<T> {
+        self.map_err(|source| StoreError::Query { op, source })
+    }
+}
+
+#[derive(Clone)]
+enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Runs `$body` with `$pool` bound to the backend's pool (type-checked once per backend).
+macro_rules! on_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.pool {
+            $crate::store::Pool::Sqlite($pool) => $body,
+            $crate::store::Pool::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// Runs `$body` with `$conn` bound to the transaction's connection (type-checked once per backend).
+macro_rules! on_tx {
+    ($tx:expr, $conn:ident => $body:expr) => {
+        match &mut $tx.inner {
+            $crate::store::TxInner::Sqlite(tx) => {
+                let $conn = &mut **tx;
+                $body
+            }
+            $crate::store::TxInner::Postgres(tx) => {
+                let $conn = &mut **tx;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use {on_pool, on_tx};
+
+/// A handle on the database, cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool,
+    url: String,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("url", &self.url).finish()
+    }
+}
+
+enum TxInner {
+    Sqlite(sqlx::Transaction<'static, Sqlite>),
+    Postgres(sqlx::Transaction<'static, Postgres>),
+}
+
+/// A transaction. Dropped without [`Tx::commit`], it rolls back.
+pub struct Tx {
+    inner: TxInner,
+}
+
+impl Tx {
+    /// Makes the transaction's changes durable.
+    pub async fn commit(self) -> Result<()> {
+        match self.inner {
+            TxInner::Sqlite(tx) => tx.commit().await,
+            TxInner::Postgres(tx) => tx.commit().await,
+        }
+        .op("committing")
+    }
+
+    /// The backend this transaction runs on.
+    pub fn backend(&self) -> Backend {
+        match self.inner {
+            TxInner::Sqlite(_) => Backend::Sqlite,
+            TxInner::Postgres(_) => Backend::Postgres,
+        }
+    }
+}
+
+impl Store {
+    /// Opens the database at `url` and applies any pending migrations.
+    pub async fn open(url: &DatabaseUrl) -> Result<Store> {
+        let store = Store::connect(url).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Opens the database without migrating it.
+    pub async fn connect(url: &DatabaseUrl) -> Result<Store> {
+        let shown = url.redacted();
+        let connect_error = |source| StoreError::Connect {
+            url: shown.clone(),
+            source,
+        };
+        let pool = if url.is_postgres() {
+            let options = PgConnectOptions::from_str(url.expose()).map_err(connect_error)?;
+            let pool = PoolOptions::<Postgres>::new()
+                .max_connections(8)
+                .acquire_timeout(Duration::from_secs(15))
+                .connect_with(options)
+                .await
+                .map_err(connect_error)?;
+            Pool::Postgres(pool)
+        } else {
+            let options = SqliteConnectOptions::from_str(url.expose())
+                .map_err(connect_error)?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(SQLITE_BUSY_TIMEOUT)
+                .foreign_keys(true);
+            let file = options.get_filename();
+            if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty())
+                && file.as_os_str() != ":memory:"
+            {
+                std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                    dir: dir.display().to_string(),
+                    source,
+                })?;
+            }
+            let pool = PoolOptions::<Sqlite>::new()
+                .max_connections(4)
+                .acquire_timeout(Duration::from_secs(15))
+                .connect_with(options)
+                .await
+                .map_err(connect_error)?;
+            Pool::Sqlite(pool)
+        };
+        Ok(Store { pool, url: shown })
+    }
+
+    /// Applies the embedded migrations; returns how many were new.
+    pub async fn migrate(&self) -> Result<usize> {
+        let migrate_error = |source| StoreError::Migrate {
+            url: self.url.clone(),
+            source,
+        };
+        let (migrator, before) = match &self.pool {
+            Pool::Sqlite(pool) => {
+                let migrator = sqlx::migrate!("../migrations/sqlite");
+                let before = self.applied_migrations().await.unwrap_or(0);
+                migrator.run(pool).await.map_err(migrate_error)?;
+                (migrator, before)
+            }
+            Pool::Postgres(pool) => {
+                let migrator = sqlx::migrate!("../migrations/postgres");
+                let before = self.applied_migrations().await.unwrap_or(0);
+                migrator.run(pool).await.map_err(migrate_error)?;
+                (migrator, before)
+            }
+        };
+        let known = migrator.iter().count();
+        Ok(known.saturating_sub(before))
+    }
+
+    /// How many migrations the database has applied.
+    pub async fn applied_migrations(&self) -> Result<usize> {
+        let count: i64 = on_pool!(self, pool => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
+                .fetch_one(pool)
+                .await
+        })
+        .op("counting applied migrations")?;
+        Ok(count as usize)
+    }
+
+    /// The backend this store talks to.
+    pub fn backend(&self) -> Backend {
+        match self.pool {
+            Pool::Sqlite(_) => Backend::Sqlite,
+            Pool::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// The database URL with any password hidden.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Starts a transaction that will write. On SQLite it takes the write lock
+    /// at once (`BEGIN IMMEDIATE`), so a read-then-write never fails halfway
+    /// with `SQLITE_BUSY`.
+    pub async fn begin_write(&self) -> Result<Tx> {
+        let inner = match &self.pool {
+            Pool::Sqlite(pool) => TxInner::Sqlite(
+                pool.begin_with("BEGIN IMMEDIATE")
+                    .await
+                    .op("starting a write transaction")?,
+            ),
+            Pool::Postgres(pool) => TxInner::Postgres(
+                pool.begin().await.op("starting a write transaction")?,
+            ),
+        };
+        Ok(Tx { inner })
+    }
+
+    /// Starts a read-only transaction: a consistent view for reports.
+    pub async fn begin_read(&self) -> Result<Tx> {
+        let inner = match &self.pool {
+            Pool::Sqlite(pool) => {
+                TxInner::Sqlite(pool.begin().await.op("starting a read transaction")?)
+            }
+            Pool::Postgres(pool) => TxInner::Postgres(
+                pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    .await
+                    .op("starting a read transaction")?,
+            ),
+        };
+        Ok(Tx { inner })
+    }
+
+    /// Closes every connection, waiting for them to finish.
+    pub async fn close(&self) {
+        on_pool!(self, pool => pool.close().await)
+    }
+}
+
+/// Current time, truncated to microseconds so that both backends store and
+/// return exactly the same instant.
+pub fn now() -> chrono::DateTime<chrono::Utc> {
+    let now = chrono::Utc::now();
+    chrono::DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now)
+}

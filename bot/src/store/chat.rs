@@ -1,0 +1,405 @@
+//! What the chat transports need to lose nothing and do nothing twice:
+//! processed inbound messages, the outbox of replies, and event-queue bookmarks.
+
+use chrono::{DateTime, Utc};
+
+use super::{QueryContext, Result, Store, StoreError, Tx, on_pool, on_tx};
+
+/// Where a reply goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// A channel topic.
+    Channel { channel: String, topic: String },
+    /// A direct message to these users (the bot itself excluded).
+    Direct { user_ids: Vec<i64> },
+}
+
+impl Destination {
+    /// Deliveries with the same key go out strictly in order.
+    pub fn ordering_key(&self) -> String {
+        match self {
+            Destination::Channel { channel, topic } => format!(
+                "channel:{}\u{1f}{}",
+                crate::text::fold_key(channel),
+                crate::text::fold_key(topic)
+            ),
+            Destination::Direct { user_ids } => {
+                let mut ids = user_ids.clone();
+                ids.sort_unstable();
+                ids.dedup();
+                let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+                format!("direct:{}", ids.join(","))
+            }
+        }
+    }
+}
+
+/// What an outbox entry does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutboxKind {
+    /// Post `content` to the destination.
+    Message { to: Destination, content: String },
+    /// Add an emoji reaction to a message.
+    ReactionAdd { message_id: i64, emoji: String },
+    /// Remove an emoji reaction from a message.
+    ReactionRemove { message_id: i64, emoji: String },
+    /// Replace the content of one of the bot's own messages.
+    Edit { message_id: i64, content: String },
+}
+
+/// An outbox entry to store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewOutboxItem {
+    /// The identity that sends it (a profile name, or `shell`).
+    pub identity: String,
+    pub kind: OutboxKind,
+    /// The inbound message this answers, if any (used to find a reply that
+    /// reached the server before a crash).
+    pub in_reply_to: Option<i64>,
+}
+
+/// A stored outbox entry not yet confirmed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxItem {
+    pub id: i64,
+    pub identity: String,
+    pub kind: OutboxKind,
+    pub in_reply_to: Option<i64>,
+    pub attempts: i64,
+    pub ordering_key: String,
+}
+
+/// An identity's place in the message stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bookmark {
+    /// The newest message handled; back-fill resumes after it.
+    pub last_message_id: i64,
+    pub queue_id: Option<String>,
+    pub last_event_id: Option<i64>,
+}
+
+#[derive(sqlx::FromRow)]
+struct OutboxRow {
+    id: i64,
+    identity: String,
+    kind: String,
+    channel: Option<String>,
+    topic: Option<String>,
+    dm_user_ids: Option<String>,
+    content: String,
+    target_message_id: Option<i64>,
+    attempts: i64,
+    ordering_key: String,
+}
+
+impl OutboxRow {
+    fn decode(self) -> Result<OutboxItem> {
+        let corrupt = |what: &str| StoreError::Corrupt(format!("outbox entry {}: {what}", self.id));
+        let target = || self.target_message_id.ok_or_else(|| corrupt("no target message"));
+        let (kind, in_reply_to) = match self.kind.as_str() {
+            "message" => {
+                let to = match (&self.channel, &self.topic, &self.dm_user_ids) {
+                    (Some(channel), Some(topic), None) => Destination::Channel {
+                        channel: channel.clone(),
+                        topic: topic.clone(),
+                    },
+                    (None, None, Some(ids)) => Destination::Direct {
+                        user_ids: serde_json::from_str(ids)
+                            .map_err(|_| corrupt("bad direct-message recipients"))?,
+                    },
+                    _ => return Err(corrupt("no destination")),
+                };
+                (
+                    OutboxKind::Message {
+                        to,
+                        content: self.content.clone(),
+                    },
+                    self.target_message_id,
+                )
+            }
+            "reaction_add" => (
+                OutboxKind::ReactionAdd {
+                    message_id: target()?,
+                    emoji: self.content.clone(),
+                },
+                None,
+            ),
+            "reaction_remove" => (
+                OutboxKind::ReactionRemove {
+                    message_id: target()?,
+                    emoji: self.content.clone(),
+                },
+                None,
+            ),
+            "edit" => (
+                OutboxKind::Edit {
+                    message_id: target()?,
+                    content: self.content.clone(),
+                },
+                None,
+            ),
+            other => return Err(corrupt(&format!("unknown kind {other:?}"))),
+        };
+        Ok(OutboxItem {
+            id: self.id,
+            identity: self.identity,
+            kind,
+            in_reply_to,
+            attempts: self.attempts,
+            ordering_key: self.ordering_key,
+        })
+    }
+}
+
+impl Tx {
+    /// Claims an inbound message for handling. Returns `true` if this
+    /// transaction's insert won; `false` if the message was handled already
+    /// (by an earlier run, a back-fill, or another instance).
+    pub async fn mark_processed(&mut self, identity: &str, message_id: i64, outcome: &str) -> Result<bool> {
+        let now = super::now();
+        let inserted = on_tx!(self, conn => {
+            sqlx::query(
+                "INSERT INTO processed_messages (identity, message_id, processed_at, outcome) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (identity, message_id) DO NOTHING",
+            )
+            .bind(identity)
+            .bind(message_id)
+            .bind(now)
+            .bind(outcome)
+            .execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("recording a processed message")?;
+        Ok(inserted == 1)
+    }
+
+    /// The next local message id of a transport without server ids (the shell).
+    pub async fn next_local_message_id(&mut self, identity: &str) -> Result<i64> {
+        let max: Option<i64> = on_tx!(self, conn => {
+            sqlx::query_scalar("SELECT MAX(message_id) FROM processed_messages WHERE identity = $1")
+                .bind(identity)
+                .fetch_one(conn)
+                .await
+        })
+        .op("numbering a local message")?;
+        Ok(max.unwrap_or(0) + 1)
+    }
+
+    /// Stores a reply, reaction or edit for delivery.
+    pub async fn enqueue(&mut self, item: &NewOutboxItem) -> Result<i64> {
+        let now = super::now();
+        let (kind, channel, topic, dm, content, target, key) = match &item.kind {
+            OutboxKind::Message { to, content } => {
+                let (channel, topic, dm) = match to {
+                    Destination::Channel { channel, topic } => {
+                        (Some(channel.clone()), Some(topic.clone()), None)
+                    }
+                    Destination::Direct { user_ids } => (
+                        None,
+                        None,
+                        Some(serde_json::to_string(user_ids).expect("ids serialize")),
+                    ),
+                };
+                ("message", channel, topic, dm, content.clone(), item.in_reply_to, to.ordering_key())
+            }
+            OutboxKind::ReactionAdd { message_id, emoji } => {
+                ("reaction_add", None, None, None, emoji.clone(), Some(*message_id), format!("message:{message_id}"))
+            }
+            OutboxKind::ReactionRemove { message_id, emoji } => {
+                ("reaction_remove", None, None, None, emoji.clone(), Some(*message_id), format!("message:{message_id}"))
+            }
+            OutboxKind::Edit { message_id, content } => {
+                ("edit", None, None, None, content.clone(), Some(*message_id), format!("message:{message_id}"))
+            }
+        };
+        on_tx!(self, conn => {
+            sqlx::query_scalar(
+                "INSERT INTO outbox (identity, created_at, kind, channel, topic, dm_user_ids, \
+                 content, target_message_id, ordering_key, next_attempt_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2) RETURNING id",
+            )
+            .bind(&item.identity)
+            .bind(now)
+            .bind(kind)
+            .bind(channel)
+            .bind(topic)
+            .bind(dm)
+            .bind(content)
+            .bind(target)
+            .bind(key)
+            .fetch_one(conn)
+            .await
+        })
+        .op("storing a reply in the outbox")
+    }
+
+    /// Moves an identity's bookmark forward (never back).
+    pub async fn advance_bookmark(&mut self, identity: &str, message_id: i64) -> Result<()> {
+        let now = super::now();
+        on_tx!(self, conn => {
+            sqlx::query(
+                "INSERT INTO event_bookmarks (identity, last_message_id, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (identity) DO UPDATE SET \
+                 last_message_id = CASE WHEN event_bookmarks.last_message_id < excluded.last_message_id \
+                     THEN excluded.last_message_id ELSE event_bookmarks.last_message_id END, \
+                 updated_at = excluded.updated_at",
+            )
+            .bind(identity)
+            .bind(message_id)
+            .bind(now)
+            .execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("advancing a bookmark")?;
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Undelivered outbox entries of an identity that are due, oldest first.
+    pub async fn due_outbox(&self, identity: &str, limit: i64) -> Result<Vec<OutboxItem>> {
+        let now = super::now();
+        let rows: Vec<OutboxRow> = on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT id, identity, kind, channel, topic, dm_user_ids, content, target_message_id, \
+                 attempts, ordering_key FROM outbox \
+                 WHERE identity = $1 AND delivered_at IS NULL AND next_attempt_at <= $2 \
+                 ORDER BY id LIMIT $3",
+            )
+            .bind(identity)
+            .bind(now)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+        })
+        .op("reading the outbox")?;
+        rows.into_iter().map(OutboxRow::decode).collect()
+    }
+
+    /// How many outbox entries of an identity are not delivered yet.
+    pub async fn undelivered_count(&self, identity: &str) -> Result<i64> {
+        on_pool!(self, pool => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM outbox WHERE identity = $1 AND delivered_at IS NULL")
+                .bind(identity)
+                .fetch_one(pool)
+                .await
+        })
+        .op("counting the outbox")
+    }
+
+    /// Notes that a delivery is about to be attempted, so that after a crash
+    /// the sender knows it may have reached the server.
+    pub async fn outbox_attempting(&self, id: i64) -> Result<()> {
+        let now = super::now();
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE outbox SET attempts = attempts + 1, last_attempt_at = $2 WHERE id = $1")
+                .bind(id)
+                .bind(now)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .op("recording a delivery attempt")?;
+        Ok(())
+    }
+
+    /// Marks an entry delivered (with the server's id of the posted message, if any).
+    pub async fn outbox_delivered(&self, id: i64, server_message_id: Option<i64>) -> Result<()> {
+        let now = super::now();
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE outbox SET delivered_at = $2, delivered_message_id = $3, last_error = NULL WHERE id = $1")
+                .bind(id)
+                .bind(now)
+                .bind(server_message_id)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .op("marking a reply delivered")?;
+        Ok(())
+    }
+
+    /// Records a failed delivery and when to try again.
+    pub async fn outbox_failed(&self, id: i64, error: &str, retry_at: DateTime<Utc>) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE outbox SET last_error = $2, next_attempt_at = $3 WHERE id = $1")
+                .bind(id)
+                .bind(error)
+                .bind(retry_at)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .op("recording a failed delivery")?;
+        Ok(())
+    }
+
+    /// An identity's bookmark, if it has one.
+    pub async fn bookmark(&self, identity: &str) -> Result<Option<Bookmark>> {
+        let row: Option<(i64, Option<String>, Option<i64>)> = on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT last_message_id, queue_id, last_event_id FROM event_bookmarks WHERE identity = $1",
+            )
+            .bind(identity)
+            .fetch_optional(pool)
+            .await
+        })
+        .op("reading a bookmark")?;
+        Ok(row.map(|(last_message_id, queue_id, last_event_id)| Bookmark {
+            last_message_id,
+            queue_id,
+            last_event_id,
+        }))
+    }
+
+    /// Sets an identity's bookmark if it has none yet (the first start).
+    pub async fn init_bookmark(&self, identity: &str, message_id: i64) -> Result<()> {
+        let now = super::now();
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO event_bookmarks (identity, last_message_id, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (identity) DO NOTHING",
+            )
+            .bind(identity)
+            .bind(message_id)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("creating a bookmark")?;
+        Ok(())
+    }
+
+    /// Records the identity's current event queue (for `eagle check` and clean-up).
+    pub async fn record_queue(&self, identity: &str, queue_id: Option<&str>, last_event_id: Option<i64>) -> Result<()> {
+        let now = super::now();
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE event_bookmarks SET queue_id = $2, last_event_id = $3, updated_at = $4 WHERE identity = $1")
+                .bind(identity)
+                .bind(queue_id)
+                .bind(last_event_id)
+                .bind(now)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .op("recording an event queue")?;
+        Ok(())
+    }
+
+    /// Whether a message was handled already by this identity.
+    pub async fn is_processed(&self, identity: &str, message_id: i64) -> Result<bool> {
+        let found: Option<i64> = on_pool!(self, pool => {
+            sqlx::query_scalar("SELECT message_id FROM processed_messages WHERE identity = $1 AND message_id = $2")
+                .bind(identity)
+                .bind(message_id)
+                .fetch_optional(pool)
+                .await
+        })
+        .op("checking a processed message")?;
+        Ok(found.is_some())
+    }
+}

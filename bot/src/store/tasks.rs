@@ -1,0 +1,381 @@
+//! Tasks (`executor_queue`, the inbox) and runs (`executor_runs`).
+
+use chrono::{DateTime, Utc};
+
+use super::{QueryContext, Result, StoreError, Tx, on_tx};
+
+/// Where a task in the queue stands (seed 003's status column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TaskStatus {
+    /// Captured, not analysed yet.
+    Pending,
+    ForReview,
+    AwaitingGo,
+    Approved,
+    Skip,
+    Done,
+    Cancelled,
+}
+
+impl TaskStatus {
+    pub const ALL: [TaskStatus; 7] = [
+        TaskStatus::Pending,
+        TaskStatus::ForReview,
+        TaskStatus::AwaitingGo,
+        TaskStatus::Approved,
+        TaskStatus::Skip,
+        TaskStatus::Done,
+        TaskStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::ForReview => "for_review",
+            TaskStatus::AwaitingGo => "awaiting_go",
+            TaskStatus::Approved => "approved",
+            TaskStatus::Skip => "skip",
+            TaskStatus::Done => "done",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the task still needs something to happen.
+    pub fn is_open(self) -> bool {
+        !matches!(self, TaskStatus::Skip | TaskStatus::Done | TaskStatus::Cancelled)
+    }
+}
+
+impl TryFrom<String> for TaskStatus {
+    type Error = StoreError;
+    fn try_from(value: String) -> Result<Self> {
+        TaskStatus::ALL
+            .into_iter()
+            .find(|s| s.as_str() == value)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown task status {value:?}")))
+    }
+}
+
+/// Where a run stands (seed 003's state machine, plus `cancelled`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RunState {
+    Queued,
+    InProgress,
+    Pr,
+    Complete,
+    Abandoned,
+    Cancelled,
+}
+
+impl RunState {
+    pub const ALL: [RunState; 6] = [
+        RunState::Queued,
+        RunState::InProgress,
+        RunState::Pr,
+        RunState::Complete,
+        RunState::Abandoned,
+        RunState::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Queued => "queued",
+            RunState::InProgress => "in_progress",
+            RunState::Pr => "pr",
+            RunState::Complete => "complete",
+            RunState::Abandoned => "abandoned",
+            RunState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the run has reached one of its ends.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            RunState::Complete | RunState::Abandoned | RunState::Cancelled
+        )
+    }
+}
+
+impl TryFrom<String> for RunState {
+    type Error = StoreError;
+    fn try_from(value: String) -> Result<Self> {
+        RunState::ALL
+            .into_iter()
+            .find(|s| s.as_str() == value)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown run state {value:?}")))
+    }
+}
+
+/// Where a task was captured: the reply and later notices go back there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origin {
+    /// `zulip`, `shell`, or another source.
+    pub transport: String,
+    pub channel: Option<String>,
+    pub topic: Option<String>,
+    pub message_id: Option<i64>,
+}
+
+/// A task to put into the inbox.
+#[derive(Debug, Clone, Default)]
+pub struct NewTask {
+    /// Unique per task; a chat task's is `zulip:<message id>`.
+    pub task_gid: String,
+    pub source: String,
+    pub title: String,
+    pub description: String,
+    pub requested_by: Option<String>,
+    pub requested_by_id: Option<i64>,
+    pub origin: Origin,
+}
+
+/// A task in the inbox.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Task {
+    pub id: i64,
+    pub task_gid: String,
+    pub added_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub source: String,
+    pub title: String,
+    pub description: String,
+    pub notes: String,
+    pub links: String,
+    pub tags: String,
+    pub platform: Option<String>,
+    pub assignee: Option<String>,
+    pub task_state: String,
+    #[sqlx(try_from = "String")]
+    pub status: TaskStatus,
+    pub status_reason: Option<String>,
+    pub priority: Option<i64>,
+    pub complexity: Option<String>,
+    pub feasibility: Option<String>,
+    pub analysis_summary: Option<String>,
+    pub executor_run_id: Option<i64>,
+    pub requested_by: Option<String>,
+    pub requested_by_id: Option<i64>,
+    pub origin_transport: Option<String>,
+    pub origin_channel: Option<String>,
+    pub origin_topic: Option<String>,
+    pub origin_message_id: Option<i64>,
+}
+
+/// A run to create for a task.
+#[derive(Debug, Clone, Default)]
+pub struct NewRun {
+    pub task_gid: String,
+    /// The run's topic in the executor channel.
+    pub thread_id: Option<String>,
+}
+
+/// A run of a task.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Run {
+    pub id: i64,
+    pub task_gid: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    #[sqlx(try_from = "String")]
+    pub state: RunState,
+    pub state_reason: Option<String>,
+    pub held: bool,
+    pub waiting_on: Option<String>,
+    pub worktree_path: Option<String>,
+    pub branch_name: Option<String>,
+    pub pr_url: Option<String>,
+    pub pr_number: Option<i64>,
+    pub thread_id: Option<String>,
+    pub ci_attempts: i64,
+    pub worker_pid: Option<i64>,
+    pub worker_last_update: Option<DateTime<Utc>>,
+    pub worker_stuck_count: i64,
+    pub attempt: i64,
+}
+
+/// How many tasks and runs are in each status and state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusCounts {
+    pub tasks: Vec<(TaskStatus, i64)>,
+    pub runs: Vec<(RunState, i64)>,
+}
+
+const TASK_COLUMNS: &str = "id, task_gid, added_at, updated_at, source, title, description, notes, \
+    links, tags, platform, assignee, task_state, status, status_reason, priority, complexity, \
+    feasibility, analysis_summary, executor_run_id, requested_by, requested_by_id, \
+    origin_transport, origin_channel, origin_topic, origin_message_id";
+
+const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, started_at, completed_at, state, \
+    state_reason, held, waiting_on, worktree_path, branch_name, pr_url, pr_number, thread_id, \
+    ci_attempts, worker_pid, worker_last_update, worker_stuck_count, attempt";
+
+const OPEN_TASK_FILTER: &str = "status NOT IN ('skip', 'done', 'cancelled')";
+const OPEN_RUN_FILTER: &str = "state NOT IN ('complete', 'abandoned', 'cancelled')";
+
+/// Builds a query string from constant parts; the result only ever contains
+/// the literals above, never input.
+fn sql(parts: &[&str]) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(parts.concat())
+}
+
+impl Tx {
+    /// Puts a task into the inbox. Returns its id, or `None` if a task with
+    /// the same `task_gid` exists already (a message captured twice).
+    pub async fn insert_task(&mut self, task: &NewTask) -> Result<Option<i64>> {
+        let now = super::now();
+        on_tx!(self, conn => {
+            sqlx::query_scalar(
+                "INSERT INTO executor_queue (task_gid, added_at, updated_at, source, title, \
+                 description, requested_by, requested_by_id, origin_transport, origin_channel, \
+                 origin_topic, origin_message_id) \
+                 VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                 ON CONFLICT (task_gid) DO NOTHING RETURNING id",
+            )
+            .bind(&task.task_gid)
+            .bind(now)
+            .bind(&task.source)
+            .bind(&task.title)
+            .bind(&task.description)
+            .bind(&task.requested_by)
+            .bind(task.requested_by_id)
+            .bind(&task.origin.transport)
+            .bind(&task.origin.channel)
+            .bind(&task.origin.topic)
+            .bind(task.origin.message_id)
+            .fetch_optional(conn)
+            .await
+        })
+        .op("inserting a task")
+    }
+
+    /// One task by id.
+    pub async fn task(&mut self, id: i64) -> Result<Option<Task>> {
+        let query = sql(&["SELECT ", TASK_COLUMNS, " FROM executor_queue WHERE id = $1"]);
+        on_tx!(self, conn => sqlx::query_as(query).bind(id).fetch_optional(conn).await)
+            .op("reading a task")
+    }
+
+    /// One task by its gid.
+    pub async fn task_by_gid(&mut self, gid: &str) -> Result<Option<Task>> {
+        let query = sql(&["SELECT ", TASK_COLUMNS, " FROM executor_queue WHERE task_gid = $1"]);
+        on_tx!(self, conn => sqlx::query_as(query).bind(gid).fetch_optional(conn).await)
+            .op("reading a task")
+    }
+
+    /// Open tasks (not skipped, done or cancelled), oldest first.
+    pub async fn open_tasks(&mut self, offset: i64, limit: i64) -> Result<Vec<Task>> {
+        let query = sql(&[
+            "SELECT ",
+            TASK_COLUMNS,
+            " FROM executor_queue WHERE ",
+            OPEN_TASK_FILTER,
+            " ORDER BY id LIMIT $1 OFFSET $2",
+        ]);
+        on_tx!(self, conn => sqlx::query_as(query).bind(limit).bind(offset).fetch_all(conn).await)
+            .op("listing open tasks")
+    }
+
+    /// How many tasks are open.
+    pub async fn open_task_count(&mut self) -> Result<i64> {
+        let query = sql(&["SELECT COUNT(*) FROM executor_queue WHERE ", OPEN_TASK_FILTER]);
+        on_tx!(self, conn => sqlx::query_scalar(query).fetch_one(conn).await)
+            .op("counting open tasks")
+    }
+
+    /// Tasks and runs counted by status and state.
+    pub async fn status_counts(&mut self) -> Result<StatusCounts> {
+        let tasks: Vec<(String, i64)> = on_tx!(self, conn => {
+            sqlx::query_as("SELECT status, COUNT(*) FROM executor_queue GROUP BY status ORDER BY status")
+                .fetch_all(conn)
+                .await
+        })
+        .op("counting tasks")?;
+        let runs: Vec<(String, i64)> = on_tx!(self, conn => {
+            sqlx::query_as("SELECT state, COUNT(*) FROM executor_runs GROUP BY state ORDER BY state")
+                .fetch_all(conn)
+                .await
+        })
+        .op("counting runs")?;
+        let mut counts = StatusCounts {
+            tasks: tasks
+                .into_iter()
+                .map(|(s, n)| Ok((TaskStatus::try_from(s)?, n)))
+                .collect::<Result<_>>()?,
+            runs: runs
+                .into_iter()
+                .map(|(s, n)| Ok((RunState::try_from(s)?, n)))
+                .collect::<Result<_>>()?,
+        };
+        counts.tasks.sort();
+        counts.runs.sort();
+        Ok(counts)
+    }
+
+    /// Creates a run of a task, in state `queued`.
+    pub async fn insert_run(&mut self, run: &NewRun) -> Result<i64> {
+        let now = super::now();
+        let thread_key = run.thread_id.as_deref().map(crate::text::fold_key);
+        on_tx!(self, conn => {
+            sqlx::query_scalar(
+                "INSERT INTO executor_runs (task_gid, created_at, updated_at, thread_id, thread_key) \
+                 VALUES ($1, $2, $2, $3, $4) RETURNING id",
+            )
+            .bind(&run.task_gid)
+            .bind(now)
+            .bind(&run.thread_id)
+            .bind(thread_key)
+            .fetch_one(conn)
+            .await
+        })
+        .op("inserting a run")
+    }
+
+    /// One run by id.
+    pub async fn run(&mut self, id: i64) -> Result<Option<Run>> {
+        let query = sql(&["SELECT ", RUN_COLUMNS, " FROM executor_runs WHERE id = $1"]);
+        on_tx!(self, conn => sqlx::query_as(query).bind(id).fetch_optional(conn).await)
+            .op("reading a run")
+    }
+
+    /// The runs of a task, oldest first.
+    pub async fn runs_of_task(&mut self, task_gid: &str) -> Result<Vec<Run>> {
+        let query = sql(&["SELECT ", RUN_COLUMNS, " FROM executor_runs WHERE task_gid = $1 ORDER BY id"]);
+        on_tx!(self, conn => sqlx::query_as(query).bind(task_gid).fetch_all(conn).await)
+            .op("listing the runs of a task")
+    }
+
+    /// Runs that have not reached an end, oldest first.
+    pub async fn open_runs(&mut self, offset: i64, limit: i64) -> Result<Vec<Run>> {
+        let query = sql(&[
+            "SELECT ",
+            RUN_COLUMNS,
+            " FROM executor_runs WHERE ",
+            OPEN_RUN_FILTER,
+            " ORDER BY id LIMIT $1 OFFSET $2",
+        ]);
+        on_tx!(self, conn => sqlx::query_as(query).bind(limit).bind(offset).fetch_all(conn).await)
+            .op("listing open runs")
+    }
+
+    /// How many runs are open.
+    pub async fn open_run_count(&mut self) -> Result<i64> {
+        let query = sql(&["SELECT COUNT(*) FROM executor_runs WHERE ", OPEN_RUN_FILTER]);
+        on_tx!(self, conn => sqlx::query_scalar(query).fetch_one(conn).await)
+            .op("counting open runs")
+    }
+
+    /// The open run whose executor topic is `topic` (compared with Unicode case folding).
+    pub async fn run_by_thread(&mut self, topic: &str) -> Result<Option<Run>> {
+        let query = sql(&[
+            "SELECT ",
+            RUN_COLUMNS,
+            " FROM executor_runs WHERE thread_key = $1 ORDER BY id DESC LIMIT 1",
+        ]);
+        let key = crate::text::fold_key(topic);
+        on_tx!(self, conn => sqlx::query_as(query).bind(key).fetch_optional(conn).await)
+            .op("finding a run by topic")
+    }
+}

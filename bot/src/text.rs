@@ -1,0 +1,116 @@
+//! Small text helpers shared by the transports: Unicode case-insensitive
+//! comparison of channel and topic names, and splitting long replies.
+
+use unicase::UniCase;
+
+/// Whether two channel or topic names are equal ignoring case, with Unicode
+/// rules (`"Über"` equals `"über"`; SQLite's `NOCASE` only folds ASCII).
+pub fn eq_fold(a: &str, b: &str) -> bool {
+    UniCase::new(a) == UniCase::new(b)
+}
+
+/// A case-folded key for a name, for storing and looking up names in the
+/// database without relying on the database's collation.
+pub fn fold_key(name: &str) -> String {
+    // Full Unicode lower-casing; the same folding UniCase compares with for
+    // every name Zulip allows in practice.
+    name.to_lowercase()
+}
+
+/// Splits `text` into parts of at most `max_chars` characters (Unicode code
+/// points, which is how Zulip counts), preferring to cut at line breaks, then
+/// at spaces. Nothing is dropped: joining the parts gives back the text, up to
+/// the whitespace at the cuts. Code fences cut in two are closed and reopened.
+pub fn split_message(text: &str, max_chars: usize) -> Vec<String> {
+    let max_chars = max_chars.max(32);
+    if text.chars().count() <= max_chars {
+        return vec![text.to_string()];
+    }
+    // Leave room for a fence to be closed at the end of a part and reopened at the start of the next.
+    let budget = max_chars - 8;
+    let mut parts = Vec::new();
+    let mut rest = text;
+    let mut reopen_fence = false;
+    while !rest.is_empty() {
+        let prefix = if reopen_fence { "```\n" } else { "" };
+        let room = budget - prefix.chars().count();
+        if rest.chars().count() <= room {
+            parts.push(format!("{prefix}{rest}"));
+            break;
+        }
+        let hard_end = rest.char_indices().nth(room).map_or(rest.len(), |(i, _)| i);
+        let window = &rest[..hard_end];
+        let cut = window
+            .rfind('\n')
+            .filter(|&i| i > 0)
+            .or_else(|| window.rfind(' ').filter(|&i| i > 0))
+            .unwrap_or(hard_end);
+        let head = &rest[..cut];
+        let mut part = format!("{prefix}{head}");
+        let fences_open = (reopen_fence as usize + count_fence_lines(head)) % 2 == 1;
+        if fences_open {
+            part.push_str("\n```");
+        }
+        reopen_fence = fences_open;
+        parts.push(part);
+        rest = rest[cut..].trim_start_matches([' ', '\n']);
+    }
+    parts
+}
+
+fn count_fence_lines(text: &str) -> usize {
+    text.lines()
+        .filter(|line| line.trim_start().starts_with("```"))
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fold_is_unicode_aware() {
+        assert!(eq_fold("Executor", "executor"));
+        assert!(eq_fold("ИСПОЛНИТЕЛЬ", "исполнитель"));
+        assert!(eq_fold("Über", "über"));
+        assert!(!eq_fold("run 42", "run 43"));
+        assert_eq!(fold_key("Run ÄÖ"), "run äö");
+    }
+
+    #[test]
+    fn short_text_is_one_part() {
+        assert_eq!(split_message("hello", 100), vec!["hello"]);
+    }
+
+    #[test]
+    fn long_text_is_split_without_loss() {
+        let lines: Vec<String> = (0..500).map(|i| format!("line number {i}")).collect();
+        let text = lines.join("\n");
+        let parts = split_message(&text, 1000);
+        assert!(parts.len() > 1);
+        for part in &parts {
+            assert!(part.chars().count() <= 1000, "part too long: {}", part.len());
+        }
+        let rejoined: Vec<&str> = parts.iter().flat_map(|p| p.lines()).collect();
+        assert_eq!(rejoined, lines);
+    }
+
+    #[test]
+    fn split_counts_code_points_not_bytes() {
+        let text = "ж".repeat(2500);
+        let parts = split_message(&text, 1000);
+        assert!(parts.iter().all(|p| p.chars().count() <= 1000));
+        assert_eq!(parts.concat(), text);
+    }
+
+    #[test]
+    fn a_fence_cut_in_two_is_closed_and_reopened() {
+        let body: Vec<String> = (0..300).map(|i| format!("code {i}")).collect();
+        let text = format!("before\n```\n{}\n```\nafter", body.join("\n"));
+        let parts = split_message(&text, 500);
+        assert!(parts.len() > 2);
+        for part in &parts {
+            assert_eq!(count_fence_lines(part) % 2, 0, "unbalanced fence in {part:?}");
+        }
+    }
+}
