@@ -11,6 +11,8 @@
 
 mod raw;
 mod validate;
+#[cfg(test)]
+mod tests;
 pub mod zuliprc;
 
 use std::collections::BTreeMap;

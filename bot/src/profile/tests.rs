@@ -1,0 +1,399 @@
+//! Profile loading: the file, environment overrides, the zuliprc, and the
+//! message each bad value gets.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use secrecy::ExposeSecret;
+
+use super::*;
+
+const MINIMAL: &str = r#"
+role = "orchestrator"
+data_dir = "data"
+"#;
+
+struct Dir(tempfile::TempDir);
+
+impl Dir {
+    fn new() -> Self {
+        Dir(tempfile::tempdir().expect("tempdir"))
+    }
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+    fn write(&self, name: &str, text: &str) -> &Self {
+        std::fs::write(self.path().join(name), text).expect("write");
+        self
+    }
+    fn load(&self, name: &str, env: &[(&str, &str)]) -> Result<Profile, ProfileError> {
+        Profile::load(self.path(), name, &env_of(env))
+    }
+    fn error(&self, name: &str, env: &[(&str, &str)]) -> String {
+        self.load(name, env).expect_err("profile should be refused").to_string()
+    }
+}
+
+fn env_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    env.entry("HOME".into()).or_insert_with(|| "/home/tester".into());
+    env
+}
+
+#[test]
+fn loads_the_shipped_profiles() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles");
+    let env = env_of(&[]);
+    let eagle = Profile::load(&dir, "eagle", &env).expect("eagle.toml");
+    assert_eq!(eagle.role, Role::Orchestrator);
+    assert_eq!(eagle.display_name, "Eagle");
+    assert_eq!(eagle.channels, vec!["executor"]);
+    assert!(eagle.persona.as_ref().is_some_and(|p| p.ends_with("eagle.soul.md")));
+    assert_eq!(eagle.data_dir, Path::new("/home/tester/.local/share/eagle"));
+    assert_eq!(
+        eagle.database_url.expose(),
+        "sqlite:///home/tester/.local/share/eagle/eagle.db?mode=rwc"
+    );
+    assert_eq!(eagle.policy.plugins.len(), 2);
+    let executor = Profile::load(&dir, "executor", &env).expect("executor.toml");
+    assert_eq!(executor.role, Role::Executor);
+    assert_eq!(executor.display_name, "Исполнитель");
+    // Both profiles share one database by default, and keep their own state.
+    assert_eq!(executor.database_url.expose(), eagle.database_url.expose());
+    assert_ne!(executor.state_dir(), eagle.state_dir());
+    assert_eq!(
+        executor.plugin_cache_dir(),
+        Path::new("/home/tester/.local/share/eagle/executor/plugin-cache")
+    );
+}
+
+#[test]
+fn xdg_data_home_wins_over_home() {
+    let dir = Dir::new();
+    dir.write("p.toml", "role = \"executor\"\n");
+    let profile = dir.load("p", &[("XDG_DATA_HOME", "/xdg")]).unwrap();
+    assert_eq!(profile.data_dir, Path::new("/xdg/eagle"));
+    // A relative XDG_DATA_HOME is invalid by the spec and ignored.
+    let profile = dir.load("p", &[("XDG_DATA_HOME", "rel")]).unwrap();
+    assert_eq!(profile.data_dir, Path::new("/home/tester/.local/share/eagle"));
+}
+
+#[test]
+fn relative_paths_follow_their_origin() {
+    let dir = Dir::new();
+    dir.write("p.toml", MINIMAL);
+    let profile = dir.load("p", &[]).unwrap();
+    assert_eq!(profile.data_dir, dir.path().join("data"));
+    assert_eq!(profile.zuliprc, dir.path().join("p.zuliprc"));
+    // From the environment, relative to the working directory.
+    let profile = dir.load("p", &[("EAGLE_DATA_DIR", "elsewhere")]).unwrap();
+    assert_eq!(profile.data_dir, Path::new("elsewhere"));
+}
+
+#[test]
+fn environment_overrides_scalars_lists_and_nested_keys() {
+    let dir = Dir::new();
+    dir.write(
+        "p.toml",
+        "role = \"orchestrator\"\napprovers = [\"a@example.com\"]\nchannels = [\"one\"]\n",
+    );
+    let profile = dir
+        .load(
+            "p",
+            &[
+                ("EAGLE_APPROVERS", "bob@example.com, 42"),
+                ("EAGLE_CHANNELS", "executor,general"),
+                ("EAGLE_OWNER", "7"),
+                ("EAGLE_DISPLAY_NAME", "Орёл"),
+                ("EAGLE_ZULIP__LATE_COMMAND_AGE", "2h"),
+                ("EAGLE_POLICY__LOAD_ALL", "true"),
+                ("EAGLE_DATABASE_URL", "postgres://eagle:pw@db/eagle"),
+                ("EAGLE_PROFILES_DIR", "/ignored/reserved"),
+            ],
+        )
+        .unwrap();
+    assert_eq!(
+        profile.approvers,
+        vec![UserRef::Email("bob@example.com".into()), UserRef::Id(42)]
+    );
+    assert_eq!(profile.channels, vec!["executor", "general"]);
+    assert_eq!(profile.owner, Some(UserRef::Id(7)));
+    assert_eq!(profile.display_name, "Орёл");
+    assert_eq!(profile.zulip.late_command_age, Duration::from_secs(7200));
+    assert!(profile.policy.load_all);
+    assert!(profile.database_url.is_postgres());
+    assert_eq!(profile.database_url.redacted(), "postgres://eagle:***@db/eagle");
+    // An empty list override empties the list.
+    let profile = dir.load("p", &[("EAGLE_APPROVERS", "")]).unwrap();
+    assert!(profile.approvers.is_empty());
+}
+
+#[test]
+fn approvers_match_by_id_or_email_ignoring_case() {
+    let dir = Dir::new();
+    dir.write(
+        "p.toml",
+        "role = \"orchestrator\"\napprovers = [\"Alex@Example.com\", 42]\n",
+    );
+    let profile = dir.load("p", &[]).unwrap();
+    assert!(profile.is_approver(1, "alex@example.com"));
+    assert!(profile.is_approver(42, "user42@zulip.invalid"));
+    assert!(!profile.is_approver(43, "mallory@example.com"));
+}
+
+#[test]
+fn bad_values_name_file_key_and_problem() {
+    let dir = Dir::new();
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    let cases: &[(&str, &str, &[(&str, &str)], String)] = &[
+        (
+            "role = \"orchestrator\"\napprovers = [\"alex@example.com\", \"bob\"]\n",
+            "",
+            &[],
+            format!("{}: approvers[1]: \"bob\" is neither an email nor a user id", file("p.toml")),
+        ),
+        (
+            "role = \"orchestrator\"\n",
+            "",
+            &[("EAGLE_APPROVERS", "alex@example.com,bob")],
+            "EAGLE_APPROVERS (environment): approvers[1]: \"bob\" is neither an email nor a user id".into(),
+        ),
+        (
+            "role = \"boss\"\n",
+            "",
+            &[],
+            format!("{}: role: \"boss\" is not a role (use \"orchestrator\" or \"executor\")", file("p.toml")),
+        ),
+        (
+            "display_name = \"x\"\n",
+            "",
+            &[],
+            format!("{}: role: missing (use \"orchestrator\" or \"executor\")", file("p.toml")),
+        ),
+        (
+            "role = \"orchestrator\"\ndatabase_url = \"mysql://root:hunter2@db/x\"\n",
+            "hunter2",
+            &[],
+            format!("{}: database_url: unsupported scheme \"mysql\" (use sqlite:PATH or postgres://USER@HOST/DB)", file("p.toml")),
+        ),
+        (
+            "role = \"orchestrator\"\nowner = -3\n",
+            "",
+            &[],
+            format!("{}: owner: -3 is not a valid user id", file("p.toml")),
+        ),
+        (
+            "role = \"executor\"\nexecutor_bot = \"x@example.com\"\n",
+            "",
+            &[],
+            format!("{}: executor_bot: only an orchestrator profile names the executor bot it trusts", file("p.toml")),
+        ),
+        (
+            "role = \"orchestrator\"\nchannels = [\"a\", \"A\"]\n",
+            "",
+            &[],
+            format!("{}: channels[1]: \"A\" is listed twice (channel names ignore case)", file("p.toml")),
+        ),
+        (
+            "role = \"orchestrator\"\n[zulip]\nlate_command_age = \"soon\"\n",
+            "",
+            &[],
+            format!("{}: zulip.late_command_age: \"soon\" is not a duration like \"90s\" or \"24h\" (expected number at 0)", file("p.toml")),
+        ),
+        (
+            "role = \"orchestrator\"\n[[policy.plugins]]\nbuiltin = \"nope\"\n",
+            "",
+            &[],
+            format!("{}: policy.plugins[0]: builtin \"nope\" does not exist (built in: default-approval, default-filter)", file("p.toml")),
+        ),
+        (
+            "role = \"orchestrator\"\n[[policy.plugins]]\nfile = \"a.wasm\"\nmemory_mib = 0\n",
+            "",
+            &[],
+            format!("{}: policy.plugins[0]: memory_mib 0 is outside 1..=4096", file("p.toml")),
+        ),
+        (
+            "role = \"orchestrator\"\n[[policy.plugins]]\nfuel = 5\n",
+            "",
+            &[],
+            format!("{}: policy.plugins[0]: give builtin = \"NAME\" or file = \"PATH.wasm\"", file("p.toml")),
+        ),
+        (
+            "role = \"orchestrator\"\npersona = \"missing.md\"\n",
+            "",
+            &[],
+            format!("{}: persona: {} does not exist", file("p.toml"), file("missing.md")),
+        ),
+    ];
+    for (text, secret, env, want) in cases {
+        dir.write("p.toml", text);
+        let got = dir.error("p", env);
+        assert_eq!(&got, want, "for profile:\n{text}");
+        if !secret.is_empty() {
+            assert!(!got.contains(secret), "the error leaks a secret: {got}");
+        }
+    }
+}
+
+#[test]
+fn structural_errors_name_the_file() {
+    let dir = Dir::new();
+    dir.write("p.toml", "role = \"orchestrator\"\napprover = []\n");
+    let got = dir.error("p", &[]);
+    assert!(got.starts_with(&dir.path().join("p.toml").display().to_string()), "{got}");
+    assert!(got.contains("unknown field `approver`"), "{got}");
+
+    dir.write("p.toml", "role = \"orchestrator\"\nchannels = 3\n");
+    let got = dir.error("p", &[]);
+    assert!(got.contains("channels"), "{got}");
+
+    dir.write("p.toml", "role = = \n");
+    let got = dir.error("p", &[]);
+    assert!(got.contains("p.toml"), "{got}");
+
+    let got = dir.error("absent", &[]);
+    assert_eq!(got, format!("{}: no such profile file", dir.path().join("absent.toml").display()));
+
+    let got = dir.error("../etc", &[]);
+    assert!(got.contains("not a valid profile name"), "{got}");
+
+    dir.write("p.toml", MINIMAL);
+    let got = dir.error("p", &[("EAGLE_APROVERS", "x@example.com")]);
+    assert!(
+        got.starts_with("EAGLE_APROVERS: not a profile key; the environment may override: EAGLE_ROLE,"),
+        "{got}"
+    );
+}
+
+#[test]
+fn zuliprc_is_read_and_overridden_by_zulip_variables() {
+    let dir = Dir::new();
+    dir.write("p.toml", MINIMAL).write(
+        "p.zuliprc",
+        "[api]\nemail=eagle-bot@example.com\nkey= abcdefghijklmnop \nsite=chat.example.com/\n",
+    );
+    let profile = dir.load("p", &[]).unwrap();
+    let creds = profile.zulip_credentials(&env_of(&[])).unwrap();
+    assert_eq!(creds.email, "eagle-bot@example.com");
+    assert_eq!(creds.api_key.expose_secret(), "abcdefghijklmnop");
+    assert_eq!(creds.site.as_str(), "https://chat.example.com/");
+    assert_eq!(creds.api_base().as_str(), "https://chat.example.com/api/v1/");
+    assert!(!creds.tls.insecure);
+    assert!(!format!("{creds:?}").contains("abcdefghijklmnop"));
+
+    let env = env_of(&[
+        ("ZULIP_SITE", "localhost:9991"),
+        ("ZULIP_API_KEY", "fromenvironment"),
+        ("ZULIP_ALLOW_INSECURE", "TRUE"),
+    ]);
+    let creds = profile.zulip_credentials(&env).unwrap();
+    assert_eq!(creds.site.as_str(), "http://localhost:9991/");
+    assert_eq!(creds.api_key.expose_secret(), "fromenvironment");
+    assert_eq!(creds.email, "eagle-bot@example.com");
+    assert!(creds.tls.insecure);
+
+    // ZULIP_CONFIG points elsewhere.
+    dir.write("other.rc", "[api]\nemail=other@example.com\nkey=k\nsite=https://z.example.com\n");
+    let other = dir.path().join("other.rc").display().to_string();
+    let creds = profile.zulip_credentials(&env_of(&[("ZULIP_CONFIG", &other)])).unwrap();
+    assert_eq!(creds.email, "other@example.com");
+
+    // Everything from the environment, no file at all.
+    dir.write("q.toml", MINIMAL);
+    let q = dir.load("q", &[]).unwrap();
+    let creds = q
+        .zulip_credentials(&env_of(&[
+            ("ZULIP_EMAIL", "e@example.com"),
+            ("ZULIP_API_KEY", "k"),
+            ("ZULIP_SITE", "https://z.example.com"),
+        ]))
+        .unwrap();
+    assert_eq!(creds.email, "e@example.com");
+}
+
+#[test]
+fn zuliprc_tls_keys_resolve_against_the_file() {
+    let dir = Dir::new();
+    dir.write("p.toml", MINIMAL)
+        .write("ca.pem", "x")
+        .write("cert.pem", "x")
+        .write("key.pem", "x")
+        .write(
+            "p.zuliprc",
+            "[api]\nemail=a@example.com\nkey=k\nsite=https://z.example.com\n\
+             client_bundle=ca.pem\nclient_cert=cert.pem\nclient_cert_key=key.pem\ninsecure=false\n",
+        );
+    let creds = dir.load("p", &[]).unwrap().zulip_credentials(&env_of(&[])).unwrap();
+    assert_eq!(creds.tls.ca_bundle, Some(dir.path().join("ca.pem")));
+    assert_eq!(creds.tls.client_cert, Some(dir.path().join("cert.pem")));
+    assert_eq!(creds.tls.client_cert_key, Some(dir.path().join("key.pem")));
+}
+
+#[test]
+fn bad_zuliprc_values_are_named() {
+    let dir = Dir::new();
+    dir.write("p.toml", MINIMAL);
+    let profile = dir.load("p", &[]).unwrap();
+    let rc = dir.path().join("p.zuliprc").display().to_string();
+    let cases: &[(&str, String)] = &[
+        (
+            "",
+            format!("{rc}: [api] email: missing: the zuliprc file does not exist and ZULIP_EMAIL is not set"),
+        ),
+        (
+            "[api]\nemail=a@example.com\nsite=https://z.example.com\n",
+            format!("{rc}: [api] key: missing (set it in [api] or with ZULIP_API_KEY)"),
+        ),
+        (
+            "[api]\nemail=nobody\nkey=k\nsite=https://z.example.com\n",
+            format!("{rc}: [api] email: \"nobody\" is not an email address"),
+        ),
+        (
+            "[api]\nemail=a@example.com\nkey=k\nsite=ftp://z.example.com\n",
+            format!("{rc}: [api] site: \"ftp://z.example.com\" is not an http or https URL"),
+        ),
+        (
+            "[api]\nemail=a@example.com\nkey=k\nsite=https://z.example.com\ninsecure=maybe\n",
+            format!("{rc}: [api] insecure: \"maybe\" is not true or false"),
+        ),
+        (
+            "[api]\nemail=a@example.com\nkey=k\nsite=https://z.example.com\ncert_bundle=nope.pem\n",
+            format!("{rc}: [api] cert_bundle: {} does not exist", dir.path().join("nope.pem").display()),
+        ),
+        (
+            "[other]\nemail=a@example.com\n",
+            format!("{rc}: has no [api] section with email, key and site"),
+        ),
+    ];
+    for (text, want) in cases {
+        if text.is_empty() {
+            let _ = std::fs::remove_file(dir.path().join("p.zuliprc"));
+        } else {
+            dir.write("p.zuliprc", text);
+        }
+        let got = profile.zulip_credentials(&env_of(&[])).expect_err(text).to_string();
+        assert_eq!(&got, want, "for zuliprc:\n{text}");
+    }
+}
+
+#[test]
+fn plugin_config_tables_become_json() {
+    let dir = Dir::new();
+    dir.write(
+        "p.toml",
+        "role = \"orchestrator\"\n[[policy.plugins]]\nfile = \"mine.wasm\"\nfuel = 5000\ntimeout_ms = 20\n\
+         [policy.plugins.config]\nplatform = \"macos\"\nsources = [\"a\", \"b\"]\n",
+    );
+    let profile = dir.load("p", &[]).unwrap();
+    let plugin = &profile.policy.plugins[0];
+    assert_eq!(plugin.source, PluginSource::File("mine.wasm".into()));
+    assert_eq!(plugin.limits.fuel, 5000);
+    assert_eq!(plugin.limits.timeout, Duration::from_millis(20));
+    let config: serde_json::Value = serde_json::from_str(&plugin.config_json).unwrap();
+    assert_eq!(config["platform"], "macos");
+    assert_eq!(config["sources"][1], "b");
+}

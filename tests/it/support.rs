@@ -1,0 +1,206 @@
+//! Shared test helpers: scratch directories, the `eagle` binary, and
+//! throw-away PostgreSQL schemas.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use eagle::profile::DatabaseUrl;
+use eagle::store::Store;
+use sqlx::Connection;
+
+/// The PostgreSQL server the tests use.
+pub fn postgres_url() -> String {
+    std::env::var("TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// A PostgreSQL schema of this test's own, dropped when the guard goes (also
+/// when the test panics), so that runs never collide.
+pub struct PgSchema {
+    pub name: String,
+}
+
+impl PgSchema {
+    pub async fn create() -> PgSchema {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!(
+            "eagle_t_{}_{}_{:x}",
+            std::process::id(),
+            n,
+            fastrand::u32(..)
+        );
+        let mut conn = sqlx::PgConnection::connect(&postgres_url())
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL at {} is required: {e}", postgres_url()));
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("create schema");
+        conn.close().await.ok();
+        PgSchema { name }
+    }
+
+    /// A database URL whose connections live in this schema.
+    pub fn url(&self) -> String {
+        let base = postgres_url();
+        let sep = if base.contains('?') { '&' } else { '?' };
+        format!("{base}{sep}options[search_path]={}", self.name)
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop runs outside any runtime we may use; give the clean-up its own.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                if let Ok(mut conn) = sqlx::PgConnection::connect(&postgres_url()).await {
+                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "DROP SCHEMA IF EXISTS {name} CASCADE"
+                    )))
+                    .execute(&mut conn)
+                    .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// Which database a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Db {
+    Sqlite,
+    Postgres,
+}
+
+/// A database for one test: a SQLite file in a scratch directory, or a
+/// PostgreSQL schema.
+pub struct TestDb {
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+    _schema: Option<PgSchema>,
+}
+
+impl TestDb {
+    pub async fn new(db: Db) -> TestDb {
+        match db {
+            Db::Sqlite => {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let url = format!("sqlite://{}?mode=rwc", dir.path().join("eagle.db").display());
+                TestDb {
+                    url,
+                    _dir: Some(dir),
+                    _schema: None,
+                }
+            }
+            Db::Postgres => {
+                let schema = PgSchema::create().await;
+                TestDb {
+                    url: schema.url(),
+                    _dir: None,
+                    _schema: Some(schema),
+                }
+            }
+        }
+    }
+
+    pub async fn open(&self) -> Store {
+        Store::open(&DatabaseUrl::new(self.url.clone()))
+            .await
+            .expect("open store")
+    }
+}
+
+/// The `eagle` binary built for these tests.
+pub fn eagle_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_eagle"))
+}
+
+/// The repository's own profiles directory.
+pub fn repo_profiles() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles")
+}
+
+/// A scratch home for running the binary: a copy of the shipped profiles and
+/// an empty data directory.
+pub struct Home {
+    pub dir: tempfile::TempDir,
+    pub env: BTreeMap<String, String>,
+}
+
+impl Home {
+    pub fn new() -> Home {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let profiles = dir.path().join("profiles");
+        std::fs::create_dir_all(&profiles).unwrap();
+        for entry in std::fs::read_dir(repo_profiles()).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            if name.ends_with(".toml") || name.ends_with(".md") {
+                std::fs::copy(&path, profiles.join(name)).unwrap();
+            }
+        }
+        let mut env = BTreeMap::new();
+        env.insert("HOME".into(), dir.path().display().to_string());
+        env.insert("PATH".into(), std::env::var("PATH").unwrap_or_default());
+        env.insert("EAGLE_PROFILES_DIR".into(), profiles.display().to_string());
+        env.insert(
+            "EAGLE_DATA_DIR".into(),
+            dir.path().join("data").display().to_string(),
+        );
+        Home { dir, env }
+    }
+
+    pub fn profiles(&self) -> PathBuf {
+        self.dir.path().join("profiles")
+    }
+
+    pub fn set(&mut self, key: &str, value: &str) -> &mut Self {
+        self.env.insert(key.into(), value.into());
+        self
+    }
+
+    /// A `Command` for the binary with exactly this home's environment.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(eagle_bin());
+        cmd.args(args)
+            .env_clear()
+            .envs(&self.env)
+            .current_dir(self.dir.path());
+        cmd
+    }
+
+    /// Runs the binary with `stdin` as input.
+    pub fn run(&self, args: &[&str], stdin: &str) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn eagle");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().expect("wait for eagle")
+    }
+}
+
+/// Standard output and error as text, for assertions.
+pub fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
