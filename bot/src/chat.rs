@@ -36,9 +36,14 @@ pub struct Sender {
 /// Where a message was posted, which is where its reply goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Place {
-    Channel { channel: String, topic: String },
+    Channel {
+        channel: String,
+        topic: String,
+    },
     /// A direct message; `user_ids` are the other participants.
-    Direct { user_ids: Vec<i64> },
+    Direct {
+        user_ids: Vec<i64>,
+    },
 }
 
 impl fmt::Display for Place {
@@ -192,7 +197,10 @@ fn without_mentions(text: &str, bot: &BotNames) -> String {
 
 /// Handles one inbound message: claims it, carries out what it asks, and
 /// stores the reply in the outbox, all in one transaction.
-pub async fn handle_message(ctx: &ChatContext<'_>, message: &InboundMessage) -> Result<Handled, StoreError> {
+pub async fn handle_message(
+    ctx: &ChatContext<'_>,
+    message: &InboundMessage,
+) -> Result<Handled, StoreError> {
     let Some(intent) = intent(ctx, message) else {
         return Ok(Handled::Ignored);
     };
@@ -212,7 +220,14 @@ pub async fn handle_message(ctx: &ChatContext<'_>, message: &InboundMessage) -> 
     let result = act(&mut tx, ctx, message, &intent).await;
     let outbox = match result {
         Ok(replies) => {
-            let n = enqueue_replies(&mut tx, ctx, message, &replies, !matches!(intent, Intent::Hint(_))).await?;
+            let n = enqueue_replies(
+                &mut tx,
+                ctx,
+                message,
+                &replies,
+                !matches!(intent, Intent::Hint(_)),
+            )
+            .await?;
             tx.commit().await?;
             n
         }
@@ -248,7 +263,9 @@ async fn act(
         }]),
         Intent::Capture { title, description } => {
             let mut reply = commands::queue_task(tx, message, title, description, 1).await?;
-            reply.text.push_str(" (captured from your mention; `!help` lists what else I do)");
+            reply
+                .text
+                .push_str(" (captured from your mention; `!help` lists what else I do)");
             Ok(vec![reply])
         }
         Intent::Commands(invocations) => {
@@ -336,7 +353,11 @@ async fn enqueue_replies(
 
 /// After an internal error: the message is marked handled with a short
 /// apology that carries a reference to the logged error, never its text.
-async fn apologize(ctx: &ChatContext<'_>, message: &InboundMessage, error: &StoreError) -> Result<usize, StoreError> {
+async fn apologize(
+    ctx: &ChatContext<'_>,
+    message: &InboundMessage,
+    error: &StoreError,
+) -> Result<usize, StoreError> {
     let reference = format!("E{:08x}", fastrand::u32(..));
     tracing::error!(reference, message_id = message.message_id, error = %error, "command failed");
     let mut tx = ctx.store.begin_write().await?;

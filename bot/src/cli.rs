@@ -1,5 +1,7 @@
 //! The command line: what `eagle` accepts, and the code behind each subcommand.
 
+mod policy;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -53,6 +55,39 @@ pub enum Command {
     Profile(ProfileCommand),
     /// Check that a profile is ready to run: settings, database, Zulip.
     Check(ProfileArg),
+    /// Inspect and try the policy plugins.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// List a profile's plugins: versions, content hashes, state.
+    List(ProfileArg),
+    /// Run plugins on a sample request or task and show each vote and the decision.
+    Test {
+        /// Use this profile's plugins (the default: eagle).
+        #[arg(long, short = 'p', value_name = "NAME", conflicts_with = "plugin")]
+        profile: Option<String>,
+        /// Use only this plugin file, with default limits.
+        #[arg(long, value_name = "PATH")]
+        plugin: Option<PathBuf>,
+        /// The plugin's configuration, as JSON (with --plugin).
+        #[arg(long, value_name = "JSON", requires = "plugin")]
+        config: Option<String>,
+        /// A protocol line: '[REQUEST: merge_pr] run:42 PR #1234'.
+        #[arg(
+            long,
+            value_name = "LINE",
+            required_unless_present = "task",
+            conflicts_with = "task"
+        )]
+        request: Option<String>,
+        /// A task as a JSON file (fields: gid, source, title, description,
+        /// notes, links, tags, platform, assignee, closed).
+        #[arg(long, value_name = "FILE")]
+        task: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -80,6 +115,8 @@ impl Command {
     pub fn default_log_filter(&self) -> &'static str {
         match self {
             Command::Run(_) => "warn,eagle=info",
+            // Plugin failures are part of `policy` output; do not repeat them as logs.
+            Command::Policy(_) => "off",
             _ => "warn",
         }
     }
@@ -95,10 +132,7 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             user,
         } => {
             let profile = load(dir, &profile.profile, &env)?;
-            let user = user
-                .map(|u| parse_user(&u))
-                .transpose()
-                .context("--user")?;
+            let user = user.map(|u| parse_user(&u)).transpose().context("--user")?;
             let store = open_store(&profile).await?;
             let options = crate::shell::ShellOptions {
                 topic,
@@ -158,10 +192,15 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             let profile = load(dir, &profile.profile, &env)?;
             check(&profile, &env).await
         }
+        Command::Policy(command) => policy::run(dir, command, &env).await,
     }
 }
 
-fn load(dir: &Path, name: &str, env: &BTreeMap<String, String>) -> anyhow::Result<Profile> {
+pub(crate) fn load(
+    dir: &Path,
+    name: &str,
+    env: &BTreeMap<String, String>,
+) -> anyhow::Result<Profile> {
     Ok(Profile::load(dir, name, env)?)
 }
 
@@ -190,10 +229,19 @@ pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String
         if items.is_empty() {
             "(none)".to_string()
         } else {
-            items.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            items
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         }
     };
-    let _ = writeln!(out, "profile:       {} ({})", profile.name, profile.path.display());
+    let _ = writeln!(
+        out,
+        "profile:       {} ({})",
+        profile.name,
+        profile.path.display()
+    );
     let _ = writeln!(out, "role:          {}", profile.role.as_str());
     let _ = writeln!(out, "display name:  {}", profile.display_name);
     let zulip = match profile.zulip_credentials(env) {
@@ -212,7 +260,10 @@ pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String
     let _ = writeln!(
         out,
         "owner:         {}",
-        profile.owner.as_ref().map_or("(none)".into(), ToString::to_string)
+        profile
+            .owner
+            .as_ref()
+            .map_or("(none)".into(), ToString::to_string)
     );
     let channels = if profile.channels.is_empty() {
         "(none; direct messages only)".to_string()
@@ -274,8 +325,14 @@ pub fn create_profile(dir: &Path, name: &str, from: &str) -> anyhow::Result<()> 
     let text = std::fs::read_to_string(&source)
         .with_context(|| format!("cannot read profile {}", source.display()))?;
     let text = text
-        .replace(&format!("\"{from}.zuliprc\""), &format!("\"{name}.zuliprc\""))
-        .replace(&format!("\"{from}.soul.md\""), &format!("\"{name}.soul.md\""));
+        .replace(
+            &format!("\"{from}.zuliprc\""),
+            &format!("\"{name}.zuliprc\""),
+        )
+        .replace(
+            &format!("\"{from}.soul.md\""),
+            &format!("\"{name}.soul.md\""),
+        );
     std::fs::write(&target, text).with_context(|| format!("cannot write {}", target.display()))?;
     let persona = dir.join(format!("{from}.soul.md"));
     if persona.is_file() {

@@ -173,7 +173,9 @@ pub fn spec(name: &str) -> Option<&'static CommandSpec> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StatusQuery {
     /// Counts and the open tasks and runs, one page of them.
-    Overview { page: u32 },
+    Overview {
+        page: u32,
+    },
     Task(i64),
     Run(i64),
 }
@@ -200,18 +202,40 @@ impl WhyTarget {
 /// A parsed command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    Help { command: Option<&'static str> },
+    Help {
+        command: Option<&'static str>,
+    },
     /// `title` is `None` for a bare `!queue` (list the inbox).
-    Queue { title: Option<String>, description: String },
+    Queue {
+        title: Option<String>,
+        description: String,
+    },
     Status(StatusQuery),
     Why(WhyTarget),
-    Approve { run: i64, request: Option<i64> },
-    Deny { run: i64, request: Option<i64>, reason: String },
-    Go { task: i64 },
-    Cancel { run: i64 },
-    Hold { run: i64 },
-    Unhold { run: i64 },
-    Retry { run: i64 },
+    Approve {
+        run: i64,
+        request: Option<i64>,
+    },
+    Deny {
+        run: i64,
+        request: Option<i64>,
+        reason: String,
+    },
+    Go {
+        task: i64,
+    },
+    Cancel {
+        run: i64,
+    },
+    Hold {
+        run: i64,
+    },
+    Unhold {
+        run: i64,
+    },
+    Retry {
+        run: i64,
+    },
     Pause,
     Resume,
 }

@@ -8,7 +8,10 @@ pub fn init(default_filter: &str) {
     let (filter, bad) = match std::env::var("RUST_LOG") {
         Ok(value) if !value.trim().is_empty() => match EnvFilter::try_new(&value) {
             Ok(filter) => (filter, None),
-            Err(e) => (EnvFilter::new(default_filter), Some(format!("{value:?}: {e}"))),
+            Err(e) => (
+                EnvFilter::new(default_filter),
+                Some(format!("{value:?}: {e}")),
+            ),
         },
         _ => (EnvFilter::new(default_filter), None),
     };

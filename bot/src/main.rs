@@ -8,7 +8,10 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = eagle::cli::Cli::parse();
     eagle::logging::init(cli.command.default_log_filter());
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("eagle: cannot start the async runtime: {e}");

@@ -10,9 +10,9 @@
 //! `eagle profile show` work without them.
 
 mod raw;
-mod validate;
 #[cfg(test)]
 mod tests;
+mod validate;
 pub mod zuliprc;
 
 use std::collections::BTreeMap;
@@ -218,7 +218,11 @@ pub struct Profile {
 
 impl Profile {
     /// Loads and validates `<dir>/<name>.toml` with overrides from `env`.
-    pub fn load(dir: &Path, name: &str, env: &BTreeMap<String, String>) -> Result<Self, ProfileError> {
+    pub fn load(
+        dir: &Path,
+        name: &str,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Self, ProfileError> {
         validate_name(name).map_err(|why| ProfileError::new(name, None, why))?;
         let path = dir.join(format!("{name}.toml"));
         let raw = raw::load(&path, env)?;
@@ -246,7 +250,10 @@ impl Profile {
     }
 
     /// Reads the Zulip credentials (zuliprc plus `ZULIP_*` overrides).
-    pub fn zulip_credentials(&self, env: &BTreeMap<String, String>) -> Result<ZulipCredentials, ProfileError> {
+    pub fn zulip_credentials(
+        &self,
+        env: &BTreeMap<String, String>,
+    ) -> Result<ZulipCredentials, ProfileError> {
         zuliprc::load(&self.zuliprc, env)
     }
 }
@@ -255,7 +262,9 @@ impl Profile {
 pub fn validate_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 64
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if ok {
         Ok(())
     } else {
@@ -283,7 +292,10 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<String>> {
 
 /// Eagle's default data directory: `$XDG_DATA_HOME/eagle`, else `~/.local/share/eagle`.
 pub fn default_data_dir(env: &BTreeMap<String, String>) -> Result<PathBuf, String> {
-    if let Some(xdg) = env.get("XDG_DATA_HOME").filter(|v| Path::new(v).is_absolute()) {
+    if let Some(xdg) = env
+        .get("XDG_DATA_HOME")
+        .filter(|v| Path::new(v).is_absolute())
+    {
         return Ok(Path::new(xdg).join("eagle"));
     }
     match env.get("HOME").filter(|v| !v.is_empty()) {

@@ -51,7 +51,13 @@ fn local_sender(profile: &Profile, user: Option<&UserRef>) -> Sender {
 }
 
 /// Runs the shell until `input` ends.
-pub async fn run<R, W>(profile: &Profile, store: &Store, options: &ShellOptions, input: R, mut output: W) -> anyhow::Result<()>
+pub async fn run<R, W>(
+    profile: &Profile,
+    store: &Store,
+    options: &ShellOptions,
+    input: R,
+    mut output: W,
+) -> anyhow::Result<()>
 where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin,

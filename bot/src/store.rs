@@ -27,9 +27,7 @@ use crate::profile::DatabaseUrl;
 
 pub use audit::{AuditEntry, NewAuditEntry};
 pub use chat::{Bookmark, Destination, NewOutboxItem, OutboxItem, OutboxKind};
-pub use tasks::{
-    NewRun, NewTask, Origin, Run, RunState, StatusCounts, Task, TaskStatus,
-};
+pub use tasks::{NewRun, NewTask, Origin, Run, RunState, StatusCounts, Task, TaskStatus};
 
 /// How long a SQLite writer waits for another before giving up.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -281,9 +279,9 @@ impl Store {
                     .await
                     .op("starting a write transaction")?,
             ),
-            Pool::Postgres(pool) => TxInner::Postgres(
-                pool.begin().await.op("starting a write transaction")?,
-            ),
+            Pool::Postgres(pool) => {
+                TxInner::Postgres(pool.begin().await.op("starting a write transaction")?)
+            }
         };
         Ok(Tx { inner })
     }

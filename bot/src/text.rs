@@ -89,7 +89,11 @@ mod tests {
         let parts = split_message(&text, 1000);
         assert!(parts.len() > 1);
         for part in &parts {
-            assert!(part.chars().count() <= 1000, "part too long: {}", part.len());
+            assert!(
+                part.chars().count() <= 1000,
+                "part too long: {}",
+                part.len()
+            );
         }
         let rejoined: Vec<&str> = parts.iter().flat_map(|p| p.lines()).collect();
         assert_eq!(rejoined, lines);
@@ -110,7 +114,11 @@ mod tests {
         let parts = split_message(&text, 500);
         assert!(parts.len() > 2);
         for part in &parts {
-            assert_eq!(count_fence_lines(part) % 2, 0, "unbalanced fence in {part:?}");
+            assert_eq!(
+                count_fence_lines(part) % 2,
+                0,
+                "unbalanced fence in {part:?}"
+            );
         }
     }
 }

@@ -12,10 +12,16 @@ fn help_and_version() {
     assert!(out.status.success());
     let (stdout, _) = text(&out);
     for sub in ["run", "shell", "migrate", "profile", "check"] {
-        assert!(stdout.contains(sub), "--help does not mention {sub}:\n{stdout}");
+        assert!(
+            stdout.contains(sub),
+            "--help does not mention {sub}:\n{stdout}"
+        );
     }
     let out = home.run(&["--version"], "");
-    assert_eq!(text(&out).0.trim(), format!("eagle {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        text(&out).0.trim(),
+        format!("eagle {}", env!("CARGO_PKG_VERSION"))
+    );
     let out = home.run(&["frobnicate"], "");
     assert_eq!(out.status.code(), Some(2), "usage errors exit 2");
 }
@@ -34,14 +40,20 @@ fn shell_queues_lists_and_remembers() {
     let listed = stdout
         .find("#1 Fix the tab preview (pending")
         .expect("the status lists the task");
-    assert!(queued < listed, "the task was listed before it was queued:\n{stdout}");
+    assert!(
+        queued < listed,
+        "the task was listed before it was queued:\n{stdout}"
+    );
     assert!(stdout.contains("**Tasks**: 1 pending"), "stdout:\n{stdout}");
 
     // A second run sees the same database.
     let out = home.run(&["shell"], "!status\n");
     let (stdout, _) = text(&out);
     assert!(out.status.success());
-    assert!(stdout.contains("#1 Fix the tab preview (pending"), "stdout:\n{stdout}");
+    assert!(
+        stdout.contains("#1 Fix the tab preview (pending"),
+        "stdout:\n{stdout}"
+    );
     assert!(!stdout.contains("Queued task #2"));
     // The database file is where the profile says.
     assert!(home.dir.path().join("data/eagle.db").is_file());
@@ -54,7 +66,10 @@ fn shell_answers_several_commands_and_bad_input() {
     let input = "!queue Write docs\nIn the README.\n\
                  !status 1\n!status 99\n!status run 5\n!approve 1\n!bogus\n> !queue hidden\n\
                  !why task 1\n";
-    let out = home.run(&["shell", "--topic", "Docs", "--user", "me@example.com"], input);
+    let out = home.run(
+        &["shell", "--topic", "Docs", "--user", "me@example.com"],
+        input,
+    );
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "stderr: {stderr}");
     for want in [
@@ -69,7 +84,10 @@ fn shell_answers_several_commands_and_bad_input() {
     ] {
         assert!(stdout.contains(want), "missing {want:?} in:\n{stdout}");
     }
-    assert!(!stdout.contains("hidden"), "a quoted command ran:\n{stdout}");
+    assert!(
+        !stdout.contains("hidden"),
+        "a quoted command ran:\n{stdout}"
+    );
 }
 
 #[test]
@@ -94,9 +112,16 @@ fn migrate_reports_what_it_did() {
     let out = home.run(&["migrate"], "");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "stderr: {stderr}");
-    assert!(stdout.contains("1 migration(s) applied now, 1 in all (sqlite backend)"), "{stdout}");
+    assert!(
+        stdout.contains("1 migration(s) applied now, 1 in all (sqlite backend)"),
+        "{stdout}"
+    );
     let out = home.run(&["migrate", "--profile", "executor"], "");
-    assert!(text(&out).0.contains("0 migration(s) applied now, 1 in all"));
+    assert!(
+        text(&out)
+            .0
+            .contains("0 migration(s) applied now, 1 in all")
+    );
 }
 
 #[test]
@@ -105,18 +130,27 @@ fn profiles_list_show_and_clone() {
     let out = home.run(&["profile", "list"], "");
     let (stdout, _) = text(&out);
     assert!(stdout.contains("eagle\torchestrator\tEagle"), "{stdout}");
-    assert!(stdout.contains("executor\texecutor\tИсполнитель"), "{stdout}");
+    assert!(
+        stdout.contains("executor\texecutor\tИсполнитель"),
+        "{stdout}"
+    );
 
     let out = home.run(&["profile", "show", "executor"], "");
     let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "show works without Zulip credentials: {stderr}");
+    assert!(
+        out.status.success(),
+        "show works without Zulip credentials: {stderr}"
+    );
     assert!(stdout.contains("role:          executor"), "{stdout}");
     assert!(stdout.contains("zulip:         not usable:"), "{stdout}");
 
     let out = home.run(&["profile", "create", "reviewer", "--clone", "eagle"], "");
     assert!(out.status.success(), "{}", text(&out).1);
     let created = std::fs::read_to_string(home.profiles().join("reviewer.toml")).unwrap();
-    assert!(created.contains("zuliprc = \"reviewer.zuliprc\""), "the clone shares a bot:\n{created}");
+    assert!(
+        created.contains("zuliprc = \"reviewer.zuliprc\""),
+        "the clone shares a bot:\n{created}"
+    );
     assert!(home.profiles().join("reviewer.soul.md").is_file());
     let out = home.run(&["profile", "show", "reviewer"], "");
     assert!(text(&out).0.contains("profile:       reviewer"));
@@ -132,10 +166,18 @@ fn a_bad_profile_is_refused_with_file_key_and_reason() {
     let text_before = std::fs::read_to_string(&path).unwrap();
     std::fs::write(
         &path,
-        text_before.replace("approvers = []", "approvers = [\"alex@example.com\", \"bob\"]"),
+        text_before.replace(
+            "approvers = []",
+            "approvers = [\"alex@example.com\", \"bob\"]",
+        ),
     )
     .unwrap();
-    for args in [&["shell"][..], &["profile", "show", "eagle"], &["migrate"], &["run"]] {
+    for args in [
+        &["shell"][..],
+        &["profile", "show", "eagle"],
+        &["migrate"],
+        &["run"],
+    ] {
         let out = home.run(args, "");
         let (_, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
@@ -211,13 +253,26 @@ fn no_secret_is_ever_printed() {
     let mut forms = encodings_of(email, key);
     forms.push(db_password.into());
     for (args, stdout, stderr) in &outputs {
-        assert!(!stderr.is_empty() || !stdout.is_empty(), "{args:?} printed nothing");
+        assert!(
+            !stderr.is_empty() || !stdout.is_empty(),
+            "{args:?} printed nothing"
+        );
         for form in &forms {
-            assert!(!stdout.contains(form.as_str()), "{args:?} stdout leaks {form:?}:\n{stdout}");
-            assert!(!stderr.contains(form.as_str()), "{args:?} stderr leaks {form:?}:\n{stderr}");
+            assert!(
+                !stdout.contains(form.as_str()),
+                "{args:?} stdout leaks {form:?}:\n{stdout}"
+            );
+            assert!(
+                !stderr.contains(form.as_str()),
+                "{args:?} stderr leaks {form:?}:\n{stderr}"
+            );
         }
     }
     // The trace log did log something, so the check above means something.
-    assert!(outputs[3].2.contains("TRACE") || outputs[3].2.contains("DEBUG"), "{}", outputs[3].2);
+    assert!(
+        outputs[3].2.contains("TRACE") || outputs[3].2.contains("DEBUG"),
+        "{}",
+        outputs[3].2
+    );
     drop(schema);
 }

@@ -6,5 +6,6 @@
 //! PostgreSQL tests fail, never skip).
 
 mod cli;
+mod policy;
 mod store;
 mod support;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use eagle::store::{
-    Destination, NewAuditEntry, NewOutboxItem, NewRun, NewTask, OutboxKind, Origin, RunState,
+    Destination, NewAuditEntry, NewOutboxItem, NewRun, NewTask, Origin, OutboxKind, RunState,
     Store, TaskStatus,
 };
 use sqlx::Connection;
@@ -105,7 +105,11 @@ async fn tasks_round_trip(db: Db) {
     assert_eq!(got.origin_message_id, Some(1234));
     assert_eq!(got.added_at, got.updated_at);
     assert!((chrono::Utc::now() - got.added_at).num_seconds() < 60);
-    let by_gid = tx.task_by_gid("zulip:1234").await.unwrap().expect("task by gid");
+    let by_gid = tx
+        .task_by_gid("zulip:1234")
+        .await
+        .unwrap()
+        .expect("task by gid");
     assert_eq!(by_gid.id, id);
     assert!(tx.task(id + 100).await.unwrap().is_none());
 }
@@ -115,7 +119,10 @@ async fn a_task_gid_is_captured_once(db: Db) {
     let store = test.open().await;
     let first = insert(&store, &task("zulip:77", "once")).await;
     let mut tx = store.begin_write().await.unwrap();
-    assert_eq!(tx.insert_task(&task("zulip:77", "twice")).await.unwrap(), None);
+    assert_eq!(
+        tx.insert_task(&task("zulip:77", "twice")).await.unwrap(),
+        None
+    );
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
     assert_eq!(tx.task_by_gid("zulip:77").await.unwrap().unwrap().id, first);
@@ -130,9 +137,21 @@ async fn open_tasks_page_and_count(db: Db) {
     }
     let mut tx = store.begin_read().await.unwrap();
     assert_eq!(tx.open_task_count().await.unwrap(), 7);
-    let first: Vec<String> = tx.open_tasks(0, 3).await.unwrap().into_iter().map(|t| t.title).collect();
+    let first: Vec<String> = tx
+        .open_tasks(0, 3)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.title)
+        .collect();
     assert_eq!(first, ["task 1", "task 2", "task 3"]);
-    let last: Vec<String> = tx.open_tasks(6, 3).await.unwrap().into_iter().map(|t| t.title).collect();
+    let last: Vec<String> = tx
+        .open_tasks(6, 3)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.title)
+        .collect();
     assert_eq!(last, ["task 7"]);
 }
 
@@ -157,7 +176,11 @@ async fn runs_and_their_topics(db: Db) {
     assert_eq!(tx.runs_of_task("zulip:1").await.unwrap().len(), 1);
     assert_eq!(tx.open_run_count().await.unwrap(), 1);
     // Topic names compare with Unicode case folding, done in Rust.
-    let found = tx.run_by_thread("run 42 äö").await.unwrap().expect("by topic");
+    let found = tx
+        .run_by_thread("run 42 äö")
+        .await
+        .unwrap()
+        .expect("by topic");
     assert_eq!(found.id, run);
     assert!(tx.run_by_thread("run 43 äö").await.unwrap().is_none());
     // A run must belong to a task.
@@ -192,9 +215,14 @@ async fn racing_claims_have_one_winner(db: Db) {
         let store = Arc::clone(&store);
         handles.push(tokio::spawn(async move {
             let mut tx = store.begin_write().await.expect("begin");
-            let won = tx.mark_processed("eagle", 99, "commands").await.expect("claim");
+            let won = tx
+                .mark_processed("eagle", 99, "commands")
+                .await
+                .expect("claim");
             if won {
-                tx.insert_task(&task("zulip:99", "raced")).await.expect("insert");
+                tx.insert_task(&task("zulip:99", "raced"))
+                    .await
+                    .expect("insert");
             }
             tx.commit().await.expect("commit");
             won
@@ -236,7 +264,9 @@ async fn outbox_delivers_in_order_and_retries(db: Db) {
         NewOutboxItem {
             identity: "eagle".into(),
             kind: OutboxKind::Message {
-                to: Destination::Direct { user_ids: vec![9, 3] },
+                to: Destination::Direct {
+                    user_ids: vec![9, 3],
+                },
                 content: "dm".into(),
             },
             in_reply_to: Some(6),
@@ -275,12 +305,18 @@ async fn outbox_delivers_in_order_and_retries(db: Db) {
     store.outbox_delivered(due[0].id, None).await.unwrap();
     store.outbox_attempting(due[1].id).await.unwrap();
     let later = chrono::Utc::now() + chrono::TimeDelta::seconds(60);
-    store.outbox_failed(due[1].id, "HTTP 502", later).await.unwrap();
+    store
+        .outbox_failed(due[1].id, "HTTP 502", later)
+        .await
+        .unwrap();
     let due = store.due_outbox("eagle", 10).await.unwrap();
     assert_eq!(due.len(), 1, "the failed entry waits for its retry time");
     assert!(matches!(due[0].kind, OutboxKind::Message { ref content, .. } if content == "dm"));
     assert_eq!(store.undelivered_count("eagle").await.unwrap(), 2);
-    assert_eq!(store.due_outbox("executor", 10).await.unwrap()[0].attempts, 0);
+    assert_eq!(
+        store.due_outbox("executor", 10).await.unwrap()[0].attempts,
+        0
+    );
 }
 
 async fn bookmarks_only_move_forward(db: Db) {
@@ -289,12 +325,23 @@ async fn bookmarks_only_move_forward(db: Db) {
     assert_eq!(store.bookmark("eagle").await.unwrap(), None);
     store.init_bookmark("eagle", 100).await.unwrap();
     store.init_bookmark("eagle", 5).await.unwrap();
-    assert_eq!(store.bookmark("eagle").await.unwrap().unwrap().last_message_id, 100);
+    assert_eq!(
+        store
+            .bookmark("eagle")
+            .await
+            .unwrap()
+            .unwrap()
+            .last_message_id,
+        100
+    );
     let mut tx = store.begin_write().await.unwrap();
     tx.advance_bookmark("eagle", 150).await.unwrap();
     tx.advance_bookmark("eagle", 120).await.unwrap();
     tx.commit().await.unwrap();
-    store.record_queue("eagle", Some("q-1"), Some(7)).await.unwrap();
+    store
+        .record_queue("eagle", Some("q-1"), Some(7))
+        .await
+        .unwrap();
     let bookmark = store.bookmark("eagle").await.unwrap().unwrap();
     assert_eq!(bookmark.last_message_id, 150);
     assert_eq!(bookmark.queue_id.as_deref(), Some("q-1"));
@@ -349,17 +396,24 @@ async fn audit_log_is_append_only(db: Db) {
                 "DELETE FROM audit_log WHERE id = 1",
                 "DELETE FROM audit_log",
             ] {
-                errors.push(sqlx::query(sql).execute(&mut conn).await.expect_err(sql).to_string());
+                errors.push(
+                    sqlx::query(sql)
+                        .execute(&mut conn)
+                        .await
+                        .expect_err(sql)
+                        .to_string(),
+                );
             }
             errors
         }
         Db::Postgres => {
             // The tests connect as a superuser, who bypasses grants but not triggers.
             let mut conn = sqlx::PgConnection::connect(&test.url).await.unwrap();
-            let superuser: bool = sqlx::query_scalar("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
-                .fetch_one(&mut conn)
-                .await
-                .unwrap();
+            let superuser: bool =
+                sqlx::query_scalar("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+                    .fetch_one(&mut conn)
+                    .await
+                    .unwrap();
             assert!(superuser, "the append-only check must run as a superuser");
             let mut errors = Vec::new();
             for sql in [
@@ -368,7 +422,13 @@ async fn audit_log_is_append_only(db: Db) {
                 "TRUNCATE audit_log",
                 "UPDATE audit_log SET decision = 'deny' WHERE false",
             ] {
-                errors.push(sqlx::query(sql).execute(&mut conn).await.expect_err(sql).to_string());
+                errors.push(
+                    sqlx::query(sql)
+                        .execute(&mut conn)
+                        .await
+                        .expect_err(sql)
+                        .to_string(),
+                );
             }
             // Replication mode turns ordinary triggers off; these fire always.
             sqlx::query("SET session_replication_role = replica")
@@ -376,13 +436,22 @@ async fn audit_log_is_append_only(db: Db) {
                 .await
                 .unwrap();
             for sql in ["DELETE FROM audit_log", "TRUNCATE audit_log"] {
-                errors.push(sqlx::query(sql).execute(&mut conn).await.expect_err(sql).to_string());
+                errors.push(
+                    sqlx::query(sql)
+                        .execute(&mut conn)
+                        .await
+                        .expect_err(sql)
+                        .to_string(),
+                );
             }
             errors
         }
     };
     for error in &refused {
-        assert!(error.contains("audit_log is append-only"), "unexpected error: {error}");
+        assert!(
+            error.contains("audit_log is append-only"),
+            "unexpected error: {error}"
+        );
     }
     assert_eq!(store.audit_trail("request:7").await.unwrap(), trail);
 }

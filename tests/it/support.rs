@@ -93,7 +93,10 @@ impl TestDb {
         match db {
             Db::Sqlite => {
                 let dir = tempfile::tempdir().expect("tempdir");
-                let url = format!("sqlite://{}?mode=rwc", dir.path().join("eagle.db").display());
+                let url = format!(
+                    "sqlite://{}?mode=rwc",
+                    dir.path().join("eagle.db").display()
+                );
                 TestDb {
                     url,
                     _dir: Some(dir),
@@ -203,4 +206,63 @@ pub fn text(output: &Output) -> (String, String) {
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// Where the build script put the guest plugins (shared with the fixtures).
+pub fn plugins_target_dir() -> PathBuf {
+    PathBuf::from(env!("EAGLE_PLUGINS_TARGET_DIR"))
+}
+
+fn wasm_path(stem: &str) -> PathBuf {
+    plugins_target_dir()
+        .join("wasm32-wasip2/release")
+        .join(format!("{}.wasm", stem.replace('-', "_")))
+}
+
+/// A test plugin from `tests/plugins/<name>`, built from source on first use.
+pub fn fixture(name: &str) -> PathBuf {
+    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/plugins/Cargo.toml");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let output = Command::new(cargo)
+            .args([
+                "build",
+                "--release",
+                "--locked",
+                "--target",
+                "wasm32-wasip2",
+            ])
+            .arg("--manifest-path")
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(plugins_target_dir())
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .output()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    });
+    if let Err(error) = built {
+        panic!("building the plugin fixtures failed:\n{error}");
+    }
+    let path = wasm_path(name);
+    assert!(path.is_file(), "no fixture {}", path.display());
+    path
+}
+
+/// A default plugin as a file (the same bytes the binary ships).
+pub fn builtin_file(name: &str) -> PathBuf {
+    let path = wasm_path(name);
+    assert!(path.is_file(), "no built-in plugin {}", path.display());
+    path
+}
+
+/// One compiled-plugin cache for the whole test run, so each plugin compiles once.
+pub fn shared_plugin_cache() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("eagle-plugin-cache")
 }

@@ -162,7 +162,9 @@ async fn overview(tx: &mut Tx, page: u32, with_counts: bool) -> Result<CommandRe
     if with_counts {
         let counts = tx.status_counts().await?;
         if counts.tasks.is_empty() && counts.runs.is_empty() {
-            return Ok(CommandReply::ok("Nothing queued or running. `!queue <title>` adds a task."));
+            return Ok(CommandReply::ok(
+                "Nothing queued or running. `!queue <title>` adds a task.",
+            ));
         }
         let tasks = join_counts(counts.tasks.iter().map(|(s, n)| (s.as_str(), *n)));
         let runs = join_counts(counts.runs.iter().map(|(s, n)| (s.as_str(), *n)));
@@ -196,7 +198,11 @@ async fn overview(tx: &mut Tx, page: u32, with_counts: bool) -> Result<CommandRe
             out.push_str("* (none on this page)\n");
         }
     }
-    let shown_total = if with_counts { task_total.max(run_total) } else { task_total };
+    let shown_total = if with_counts {
+        task_total.max(run_total)
+    } else {
+        task_total
+    };
     let pages = (shown_total + PAGE_SIZE - 1) / PAGE_SIZE;
     if i64::from(page) < pages {
         let command = if with_counts { "!status" } else { "!queue" };
@@ -225,11 +231,21 @@ fn task_line(task: &Task) -> String {
         .as_deref()
         .map(|w| format!(", from {w}"))
         .unwrap_or_default();
-    format!("#{} {} ({}{who})", task.id, task.title, task.status.as_str())
+    format!(
+        "#{} {} ({}{who})",
+        task.id,
+        task.title,
+        task.status.as_str()
+    )
 }
 
 fn run_line(run: &Run) -> String {
-    let mut line = format!("run {} · task {} · {}", run.id, run.task_gid, run.state.as_str());
+    let mut line = format!(
+        "run {} · task {} · {}",
+        run.id,
+        run.task_gid,
+        run.state.as_str()
+    );
     if let Some(pr) = run.pr_number {
         line.push_str(&format!(" · PR #{pr}"));
     }
@@ -273,8 +289,16 @@ async fn task_status(tx: &mut Tx, id: i64) -> Result<CommandReply, StoreError> {
         out.push_str(&format!("analysis: {summary}\n"));
     }
     if !task.description.is_empty() {
-        let preview: String = task.description.chars().take(DESCRIPTION_PREVIEW_CHARS).collect();
-        let more = if preview.len() < task.description.len() { " …" } else { "" };
+        let preview: String = task
+            .description
+            .chars()
+            .take(DESCRIPTION_PREVIEW_CHARS)
+            .collect();
+        let more = if preview.len() < task.description.len() {
+            " …"
+        } else {
+            ""
+        };
         out.push_str(&format!("```quote\n{preview}{more}\n```\n"));
     }
     let runs = tx.runs_of_task(&task.task_gid).await?;
@@ -322,7 +346,10 @@ async fn run_status(tx: &mut Tx, id: i64) -> Result<CommandReply, StoreError> {
         out.push_str(&format!("CI attempts: {}\n", run.ci_attempts));
     }
     if let Some(pid) = run.worker_pid {
-        let seen = run.worker_last_update.map(when).unwrap_or_else(|| "never".into());
+        let seen = run
+            .worker_last_update
+            .map(when)
+            .unwrap_or_else(|| "never".into());
         out.push_str(&format!("worker pid {pid}, last output {seen}\n"));
     }
     if run.held {
@@ -345,13 +372,22 @@ async fn why(tx: &mut Tx, target: WhyTarget) -> Result<CommandReply, StoreError>
     }
     let mut out = format!("**Audit trail of {}**:\n", subject.replace(':', " "));
     for entry in entries {
-        out.push_str(&format!("* {} · {} · {}", when(entry.at), entry.actor, entry.action));
+        out.push_str(&format!(
+            "* {} · {} · {}",
+            when(entry.at),
+            entry.actor,
+            entry.action
+        ));
         if let Some(decision) = &entry.decision {
             out.push_str(&format!(" → {decision}"));
         }
         if let Some(name) = &entry.plugin_name {
             let version = entry.plugin_version.as_deref().unwrap_or("?");
-            let hash = entry.plugin_hash.as_deref().map(short_hash).unwrap_or_default();
+            let hash = entry
+                .plugin_hash
+                .as_deref()
+                .map(short_hash)
+                .unwrap_or_default();
             out.push_str(&format!(" (plugin {name} {version} sha256:{hash})"));
         }
         if let Some(reason) = &entry.reason {

@@ -94,7 +94,10 @@ pub fn strip_leading_mention<'a>(text: &'a str, bot: &BotNames) -> Option<&'a st
     let matches = match id {
         // Zulip requires the name to fit the id when both are given.
         Some(id) => {
-            let id_ok = id.parse::<i64>().ok().is_some_and(|id| Some(id) == bot.user_id);
+            let id_ok = id
+                .parse::<i64>()
+                .ok()
+                .is_some_and(|id| Some(id) == bot.user_id);
             id_ok && (name.is_empty() || crate::text::eq_fold(name, &bot.full_name))
         }
         None => crate::text::eq_fold(name, &bot.full_name),
@@ -181,7 +184,9 @@ fn parse_command(word: &str, args: &str, body: &[&str]) -> Result<Command, Parse
             .map(|name| format!(" Did you mean `!{name}`?"))
             .unwrap_or_default();
         return Err(ParseError {
-            message: format!("I don't know the command `!{word}`.{hint} `!help` lists the commands."),
+            message: format!(
+                "I don't know the command `!{word}`.{hint} `!help` lists the commands."
+            ),
             usage: None,
         });
     };
@@ -190,13 +195,19 @@ fn parse_command(word: &str, args: &str, body: &[&str]) -> Result<Command, Parse
         if words.is_empty() {
             Ok(command)
         } else {
-            Err(ParseError::usage(spec, format!("`!{}` takes no arguments.", spec.name)))
+            Err(ParseError::usage(
+                spec,
+                format!("`!{}` takes no arguments.", spec.name),
+            ))
         }
     };
     let one_id = |what: &str| -> Result<i64, ParseError> {
         match words.as_slice() {
             [one] => id(one, what).map_err(|m| ParseError::usage(spec, m)),
-            [] => Err(ParseError::usage(spec, format!("`!{}` needs a {what} id.", spec.name))),
+            [] => Err(ParseError::usage(
+                spec,
+                format!("`!{}` needs a {what} id.", spec.name),
+            )),
             _ => Err(ParseError::usage(
                 spec,
                 format!("`!{}` takes one {what} id.", spec.name),
@@ -215,7 +226,10 @@ fn parse_command(word: &str, args: &str, body: &[&str]) -> Result<Command, Parse
                     format!("There is no command `!{}`.", name.trim_start_matches('!')),
                 )),
             },
-            _ => Err(ParseError::usage(spec, "`!help` takes at most one command name.")),
+            _ => Err(ParseError::usage(
+                spec,
+                "`!help` takes at most one command name.",
+            )),
         },
         "queue" => Ok(queue(args, body)),
         "status" => status(&words).map_err(|m| ParseError::usage(spec, m)),
@@ -237,7 +251,10 @@ fn parse_command(word: &str, args: &str, body: &[&str]) -> Result<Command, Parse
         },
         "deny" => {
             let Some((run, rest)) = words.split_first() else {
-                return Err(ParseError::usage(spec, "`!deny` needs a run id and a reason."));
+                return Err(ParseError::usage(
+                    spec,
+                    "`!deny` needs a run id and a reason.",
+                ));
             };
             let run = id(run, "run").map_err(|m| ParseError::usage(spec, m))?;
             let (request, reason) = match rest.split_first() {
@@ -247,7 +264,10 @@ fn parse_command(word: &str, args: &str, body: &[&str]) -> Result<Command, Parse
                 _ => (None, rest),
             };
             if reason.is_empty() {
-                return Err(ParseError::usage(spec, "`!deny` needs a reason for the worker."));
+                return Err(ParseError::usage(
+                    spec,
+                    "`!deny` needs a reason for the worker.",
+                ));
             }
             Ok(Command::Deny {
                 run,
@@ -255,11 +275,21 @@ fn parse_command(word: &str, args: &str, body: &[&str]) -> Result<Command, Parse
                 reason: reason.join(" "),
             })
         }
-        "go" => Ok(Command::Go { task: one_id("task")? }),
-        "cancel" => Ok(Command::Cancel { run: one_id("run")? }),
-        "hold" => Ok(Command::Hold { run: one_id("run")? }),
-        "unhold" => Ok(Command::Unhold { run: one_id("run")? }),
-        "retry" => Ok(Command::Retry { run: one_id("run")? }),
+        "go" => Ok(Command::Go {
+            task: one_id("task")?,
+        }),
+        "cancel" => Ok(Command::Cancel {
+            run: one_id("run")?,
+        }),
+        "hold" => Ok(Command::Hold {
+            run: one_id("run")?,
+        }),
+        "unhold" => Ok(Command::Unhold {
+            run: one_id("run")?,
+        }),
+        "retry" => Ok(Command::Retry {
+            run: one_id("run")?,
+        }),
         "pause" => no_args(Command::Pause),
         "resume" => no_args(Command::Resume),
         other => Err(ParseError {
@@ -409,12 +439,27 @@ mod tests {
             ("!help", "Help { command: None }"),
             ("!HELP queue", "Help { command: Some(\"queue\") }"),
             ("!help !status", "Help { command: Some(\"status\") }"),
-            ("!help nope", "error: There is no command `!nope`. | Usage: `!help [command]`"),
-            ("!help a b", "error: `!help` takes at most one command name. | Usage: `!help [command]`"),
+            (
+                "!help nope",
+                "error: There is no command `!nope`. | Usage: `!help [command]`",
+            ),
+            (
+                "!help a b",
+                "error: `!help` takes at most one command name. | Usage: `!help [command]`",
+            ),
             ("!queue", "Queue { title: None, description: \"\" }"),
-            ("!queue Fix the tab preview", "Queue { title: Some(\"Fix the tab preview\"), description: \"\" }"),
-            ("!queue Fix it\nIt hangs.\n\nOn macOS.\n", "Queue { title: Some(\"Fix it\"), description: \"It hangs.\\n\\nOn macOS.\" }"),
-            ("!queue\nTitle on next line\nbody", "Queue { title: Some(\"Title on next line\"), description: \"body\" }"),
+            (
+                "!queue Fix the tab preview",
+                "Queue { title: Some(\"Fix the tab preview\"), description: \"\" }",
+            ),
+            (
+                "!queue Fix it\nIt hangs.\n\nOn macOS.\n",
+                "Queue { title: Some(\"Fix it\"), description: \"It hangs.\\n\\nOn macOS.\" }",
+            ),
+            (
+                "!queue\nTitle on next line\nbody",
+                "Queue { title: Some(\"Title on next line\"), description: \"body\" }",
+            ),
             ("!status", "Status(Overview { page: 1 })"),
             ("!status 12", "Status(Task(12))"),
             ("!status #12", "Status(Task(12))"),
@@ -422,29 +467,83 @@ mod tests {
             ("!status run 42", "Status(Run(42))"),
             ("!status run:42", "Status(Run(42))"),
             ("!status page 3", "Status(Overview { page: 3 })"),
-            ("!status page 0", "error: \"0\" is not a page number. | Usage: `!status [task id | run <run id> | page <n>]`"),
-            ("!status abc", "error: \"abc\" is not a task id (a positive number). | Usage: `!status [task id | run <run id> | page <n>]`"),
-            ("!status -1", "error: \"-1\" is not a task id (a positive number). | Usage: `!status [task id | run <run id> | page <n>]`"),
-            ("!status 99999999999999999999", "error: \"99999999999999999999\" is not a task id (a positive number). | Usage: `!status [task id | run <run id> | page <n>]`"),
-            ("!status run", "error: \"run\" is not a task id (a positive number). | Usage: `!status [task id | run <run id> | page <n>]`"),
+            (
+                "!status page 0",
+                "error: \"0\" is not a page number. | Usage: `!status [task id | run <run id> | page <n>]`",
+            ),
+            (
+                "!status abc",
+                "error: \"abc\" is not a task id (a positive number). | Usage: `!status [task id | run <run id> | page <n>]`",
+            ),
+            (
+                "!status -1",
+                "error: \"-1\" is not a task id (a positive number). | Usage: `!status [task id | run <run id> | page <n>]`",
+            ),
+            (
+                "!status 99999999999999999999",
+                "error: \"99999999999999999999\" is not a task id (a positive number). | Usage: `!status [task id | run <run id> | page <n>]`",
+            ),
+            (
+                "!status run",
+                "error: \"run\" is not a task id (a positive number). | Usage: `!status [task id | run <run id> | page <n>]`",
+            ),
             ("!why task 3", "Why(Task(3))"),
             ("!why req:7", "Why(Request(7))"),
-            ("!why 3", "error: `!why` takes `task <id>`, `run <id>` or `request <id>`. | Usage: `!why task <id> | run <id> | request <id>`"),
+            (
+                "!why 3",
+                "error: `!why` takes `task <id>`, `run <id>` or `request <id>`. | Usage: `!why task <id> | run <id> | request <id>`",
+            ),
             ("!approve 42", "Approve { run: 42, request: None }"),
-            ("!approve run:42 req:7", "Approve { run: 42, request: Some(7) }"),
-            ("!approve", "error: `!approve` needs a run id. | Usage: `!approve <run id> [request id]`"),
-            ("!approve 42 7 8", "error: `!approve` takes a run id and at most a request id. | Usage: `!approve <run id> [request id]`"),
-            ("!deny 42 too risky", "Deny { run: 42, request: None, reason: \"too risky\" }"),
-            ("!deny 42 7 too risky", "Deny { run: 42, request: Some(7), reason: \"too risky\" }"),
-            ("!deny 42", "error: `!deny` needs a reason for the worker. | Usage: `!deny <run id> [request id] <reason>`"),
-            ("!deny", "error: `!deny` needs a run id and a reason. | Usage: `!deny <run id> [request id] <reason>`"),
+            (
+                "!approve run:42 req:7",
+                "Approve { run: 42, request: Some(7) }",
+            ),
+            (
+                "!approve",
+                "error: `!approve` needs a run id. | Usage: `!approve <run id> [request id]`",
+            ),
+            (
+                "!approve 42 7 8",
+                "error: `!approve` takes a run id and at most a request id. | Usage: `!approve <run id> [request id]`",
+            ),
+            (
+                "!deny 42 too risky",
+                "Deny { run: 42, request: None, reason: \"too risky\" }",
+            ),
+            (
+                "!deny 42 7 too risky",
+                "Deny { run: 42, request: Some(7), reason: \"too risky\" }",
+            ),
+            (
+                "!deny 42",
+                "error: `!deny` needs a reason for the worker. | Usage: `!deny <run id> [request id] <reason>`",
+            ),
+            (
+                "!deny",
+                "error: `!deny` needs a run id and a reason. | Usage: `!deny <run id> [request id] <reason>`",
+            ),
             ("!go 12", "Go { task: 12 }"),
-            ("!go", "error: `!go` needs a task id. | Usage: `!go <task id>`"),
-            ("!cancel 1 2", "error: `!cancel` takes one run id. | Usage: `!cancel <run id>`"),
+            (
+                "!go",
+                "error: `!go` needs a task id. | Usage: `!go <task id>`",
+            ),
+            (
+                "!cancel 1 2",
+                "error: `!cancel` takes one run id. | Usage: `!cancel <run id>`",
+            ),
             ("!pause", "Pause"),
-            ("!pause now", "error: `!pause` takes no arguments. | Usage: `!pause`"),
-            ("!stauts", "error: I don't know the command `!stauts`. Did you mean `!status`? `!help` lists the commands."),
-            ("!frobnicate", "error: I don't know the command `!frobnicate`. `!help` lists the commands."),
+            (
+                "!pause now",
+                "error: `!pause` takes no arguments. | Usage: `!pause`",
+            ),
+            (
+                "!stauts",
+                "error: I don't know the command `!stauts`. Did you mean `!status`? `!help` lists the commands.",
+            ),
+            (
+                "!frobnicate",
+                "error: I don't know the command `!frobnicate`. `!help` lists the commands.",
+            ),
             // Not commands at all.
             ("hello", ""),
             ("! status", ""),
@@ -463,15 +562,27 @@ mod tests {
             ("@**Someone Else** !status", ""),
             // Fences and quotes.
             ("```\n!status\n```", ""),
-            ("~~~~\n!status\n~~~\n!help\n~~~~\n!help", "Help { command: None }"),
+            (
+                "~~~~\n!status\n~~~\n!help\n~~~~\n!help",
+                "Help { command: None }",
+            ),
             ("```quote\n!status\n```\n!help", "Help { command: None }"),
             ("> !status", ""),
             ("  > !status", ""),
             ("```\n!status", ""),
             // Several commands in one message.
-            ("!status\n!help", "Status(Overview { page: 1 })\nHelp { command: None }"),
-            ("!queue A\ndetail\n!queue B", "Queue { title: Some(\"A\"), description: \"detail\" }\nQueue { title: Some(\"B\"), description: \"\" }"),
-            ("!queue A\n```\n!status\n```", "Queue { title: Some(\"A\"), description: \"```\\n!status\\n```\" }"),
+            (
+                "!status\n!help",
+                "Status(Overview { page: 1 })\nHelp { command: None }",
+            ),
+            (
+                "!queue A\ndetail\n!queue B",
+                "Queue { title: Some(\"A\"), description: \"detail\" }\nQueue { title: Some(\"B\"), description: \"\" }",
+            ),
+            (
+                "!queue A\n```\n!status\n```",
+                "Queue { title: Some(\"A\"), description: \"```\\n!status\\n```\" }",
+            ),
         ];
         let mut failures = Vec::new();
         for (input, want) in cases {
@@ -487,7 +598,11 @@ mod tests {
     fn long_titles_keep_everything() {
         let long = "word ".repeat(80);
         let parsed = parse_message(&format!("!queue {long}\nmore"), &bot());
-        let Ok(Command::Queue { title: Some(title), description }) = &parsed[0].result else {
+        let Ok(Command::Queue {
+            title: Some(title),
+            description,
+        }) = &parsed[0].result
+        else {
             panic!("not a queue command: {parsed:?}");
         };
         assert!(title.chars().count() <= MAX_TITLE_CHARS + 1);
@@ -504,12 +619,18 @@ mod tests {
         let mut rng = fastrand::Rng::with_seed(0xEA61E);
         for _ in 0..20_000 {
             let len = rng.usize(0..60);
-            let text: String = (0..len).map(|_| alphabet[rng.usize(..alphabet.len())]).collect();
+            let text: String = (0..len)
+                .map(|_| alphabet[rng.usize(..alphabet.len())])
+                .collect();
             let _ = parse_message(&text, &bot());
             let _ = strip_leading_mention(&text, &bot());
         }
-        for word in ["!status", "!queue", "!help", "!approve", "!deny", "!why", "!go"] {
-            for suffix in ["", " ", " run", " run:", " #", " req:", " 1 2 3", " ж", " 🦅"] {
+        for word in [
+            "!status", "!queue", "!help", "!approve", "!deny", "!why", "!go",
+        ] {
+            for suffix in [
+                "", " ", " run", " run:", " #", " req:", " 1 2 3", " ж", " 🦅",
+            ] {
                 let _ = parse_message(&format!("{word}{suffix}"), &bot());
             }
         }

@@ -117,7 +117,10 @@ pub fn load(path: &Path, env: &BTreeMap<String, String>) -> Result<RawProfile, P
             return Err(ProfileError::new(
                 var,
                 None,
-                format!("not a profile key; the environment may override: {}", env_names()),
+                format!(
+                    "not a profile key; the environment may override: {}",
+                    env_names()
+                ),
             ));
         }
         let result = if LIST_KEYS.contains(&key.as_str()) {

@@ -31,7 +31,9 @@ impl Dir {
         Profile::load(self.path(), name, &env_of(env))
     }
     fn error(&self, name: &str, env: &[(&str, &str)]) -> String {
-        self.load(name, env).expect_err("profile should be refused").to_string()
+        self.load(name, env)
+            .expect_err("profile should be refused")
+            .to_string()
     }
 }
 
@@ -40,7 +42,8 @@ fn env_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    env.entry("HOME".into()).or_insert_with(|| "/home/tester".into());
+    env.entry("HOME".into())
+        .or_insert_with(|| "/home/tester".into());
     env
 }
 
@@ -52,7 +55,12 @@ fn loads_the_shipped_profiles() {
     assert_eq!(eagle.role, Role::Orchestrator);
     assert_eq!(eagle.display_name, "Eagle");
     assert_eq!(eagle.channels, vec!["executor"]);
-    assert!(eagle.persona.as_ref().is_some_and(|p| p.ends_with("eagle.soul.md")));
+    assert!(
+        eagle
+            .persona
+            .as_ref()
+            .is_some_and(|p| p.ends_with("eagle.soul.md"))
+    );
     assert_eq!(eagle.data_dir, Path::new("/home/tester/.local/share/eagle"));
     assert_eq!(
         eagle.database_url.expose(),
@@ -79,7 +87,10 @@ fn xdg_data_home_wins_over_home() {
     assert_eq!(profile.data_dir, Path::new("/xdg/eagle"));
     // A relative XDG_DATA_HOME is invalid by the spec and ignored.
     let profile = dir.load("p", &[("XDG_DATA_HOME", "rel")]).unwrap();
-    assert_eq!(profile.data_dir, Path::new("/home/tester/.local/share/eagle"));
+    assert_eq!(
+        profile.data_dir,
+        Path::new("/home/tester/.local/share/eagle")
+    );
 }
 
 #[test]
@@ -126,7 +137,10 @@ fn environment_overrides_scalars_lists_and_nested_keys() {
     assert_eq!(profile.zulip.late_command_age, Duration::from_secs(7200));
     assert!(profile.policy.load_all);
     assert!(profile.database_url.is_postgres());
-    assert_eq!(profile.database_url.redacted(), "postgres://eagle:***@db/eagle");
+    assert_eq!(
+        profile.database_url.redacted(),
+        "postgres://eagle:***@db/eagle"
+    );
     // An empty list override empties the list.
     let profile = dir.load("p", &[("EAGLE_APPROVERS", "")]).unwrap();
     assert!(profile.approvers.is_empty());
@@ -244,7 +258,10 @@ fn structural_errors_name_the_file() {
     let dir = Dir::new();
     dir.write("p.toml", "role = \"orchestrator\"\napprover = []\n");
     let got = dir.error("p", &[]);
-    assert!(got.starts_with(&dir.path().join("p.toml").display().to_string()), "{got}");
+    assert!(
+        got.starts_with(&dir.path().join("p.toml").display().to_string()),
+        "{got}"
+    );
     assert!(got.contains("unknown field `approver`"), "{got}");
 
     dir.write("p.toml", "role = \"orchestrator\"\nchannels = 3\n");
@@ -256,7 +273,13 @@ fn structural_errors_name_the_file() {
     assert!(got.contains("p.toml"), "{got}");
 
     let got = dir.error("absent", &[]);
-    assert_eq!(got, format!("{}: no such profile file", dir.path().join("absent.toml").display()));
+    assert_eq!(
+        got,
+        format!(
+            "{}: no such profile file",
+            dir.path().join("absent.toml").display()
+        )
+    );
 
     let got = dir.error("../etc", &[]);
     assert!(got.contains("not a valid profile name"), "{got}");
@@ -264,7 +287,9 @@ fn structural_errors_name_the_file() {
     dir.write("p.toml", MINIMAL);
     let got = dir.error("p", &[("EAGLE_APROVERS", "x@example.com")]);
     assert!(
-        got.starts_with("EAGLE_APROVERS: not a profile key; the environment may override: EAGLE_ROLE,"),
+        got.starts_with(
+            "EAGLE_APROVERS: not a profile key; the environment may override: EAGLE_ROLE,"
+        ),
         "{got}"
     );
 }
@@ -281,7 +306,10 @@ fn zuliprc_is_read_and_overridden_by_zulip_variables() {
     assert_eq!(creds.email, "eagle-bot@example.com");
     assert_eq!(creds.api_key.expose_secret(), "abcdefghijklmnop");
     assert_eq!(creds.site.as_str(), "https://chat.example.com/");
-    assert_eq!(creds.api_base().as_str(), "https://chat.example.com/api/v1/");
+    assert_eq!(
+        creds.api_base().as_str(),
+        "https://chat.example.com/api/v1/"
+    );
     assert!(!creds.tls.insecure);
     assert!(!format!("{creds:?}").contains("abcdefghijklmnop"));
 
@@ -297,9 +325,14 @@ fn zuliprc_is_read_and_overridden_by_zulip_variables() {
     assert!(creds.tls.insecure);
 
     // ZULIP_CONFIG points elsewhere.
-    dir.write("other.rc", "[api]\nemail=other@example.com\nkey=k\nsite=https://z.example.com\n");
+    dir.write(
+        "other.rc",
+        "[api]\nemail=other@example.com\nkey=k\nsite=https://z.example.com\n",
+    );
     let other = dir.path().join("other.rc").display().to_string();
-    let creds = profile.zulip_credentials(&env_of(&[("ZULIP_CONFIG", &other)])).unwrap();
+    let creds = profile
+        .zulip_credentials(&env_of(&[("ZULIP_CONFIG", &other)]))
+        .unwrap();
     assert_eq!(creds.email, "other@example.com");
 
     // Everything from the environment, no file at all.
@@ -327,7 +360,11 @@ fn zuliprc_tls_keys_resolve_against_the_file() {
             "[api]\nemail=a@example.com\nkey=k\nsite=https://z.example.com\n\
              client_bundle=ca.pem\nclient_cert=cert.pem\nclient_cert_key=key.pem\ninsecure=false\n",
         );
-    let creds = dir.load("p", &[]).unwrap().zulip_credentials(&env_of(&[])).unwrap();
+    let creds = dir
+        .load("p", &[])
+        .unwrap()
+        .zulip_credentials(&env_of(&[]))
+        .unwrap();
     assert_eq!(creds.tls.ca_bundle, Some(dir.path().join("ca.pem")));
     assert_eq!(creds.tls.client_cert, Some(dir.path().join("cert.pem")));
     assert_eq!(creds.tls.client_cert_key, Some(dir.path().join("key.pem")));
@@ -342,7 +379,9 @@ fn bad_zuliprc_values_are_named() {
     let cases: &[(&str, String)] = &[
         (
             "",
-            format!("{rc}: [api] email: missing: the zuliprc file does not exist and ZULIP_EMAIL is not set"),
+            format!(
+                "{rc}: [api] email: missing: the zuliprc file does not exist and ZULIP_EMAIL is not set"
+            ),
         ),
         (
             "[api]\nemail=a@example.com\nsite=https://z.example.com\n",
@@ -362,7 +401,10 @@ fn bad_zuliprc_values_are_named() {
         ),
         (
             "[api]\nemail=a@example.com\nkey=k\nsite=https://z.example.com\ncert_bundle=nope.pem\n",
-            format!("{rc}: [api] cert_bundle: {} does not exist", dir.path().join("nope.pem").display()),
+            format!(
+                "{rc}: [api] cert_bundle: {} does not exist",
+                dir.path().join("nope.pem").display()
+            ),
         ),
         (
             "[other]\nemail=a@example.com\n",
@@ -375,7 +417,10 @@ fn bad_zuliprc_values_are_named() {
         } else {
             dir.write("p.zuliprc", text);
         }
-        let got = profile.zulip_credentials(&env_of(&[])).expect_err(text).to_string();
+        let got = profile
+            .zulip_credentials(&env_of(&[]))
+            .expect_err(text)
+            .to_string();
         assert_eq!(&got, want, "for zuliprc:\n{text}");
     }
 }

@@ -207,8 +207,7 @@ pub fn validate(
                 .into_iter()
                 .enumerate()
                 .map(|(i, plugin)| {
-                    plugin_spec(plugin)
-                        .map_err(|why| origins.error("policy.plugins", Some(i), why))
+                    plugin_spec(plugin).map_err(|why| origins.error("policy.plugins", Some(i), why))
                 })
                 .collect::<Result<Vec<_>, _>>()?,
         },
@@ -234,7 +233,10 @@ pub fn validate(
 
 /// `sqlite:<data_dir>/eagle.db`, created on first use.
 pub fn default_database_url(data_dir: &Path) -> DatabaseUrl {
-    DatabaseUrl::new(format!("sqlite://{}?mode=rwc", data_dir.join("eagle.db").display()))
+    DatabaseUrl::new(format!(
+        "sqlite://{}?mode=rwc",
+        data_dir.join("eagle.db").display()
+    ))
 }
 
 fn user_ref(raw: &RawUserRef) -> Result<UserRef, String> {
@@ -274,7 +276,10 @@ fn looks_like_email(text: &str) -> bool {
     }
 }
 
-fn validate_channels(channels: &[String], origins: &Origins<'_>) -> Result<Vec<String>, ProfileError> {
+fn validate_channels(
+    channels: &[String],
+    origins: &Origins<'_>,
+) -> Result<Vec<String>, ProfileError> {
     let mut seen: Vec<&str> = Vec::new();
     let mut out = Vec::new();
     for (i, channel) in channels.iter().enumerate() {
@@ -327,11 +332,15 @@ fn plugin_spec(raw: RawPlugin) -> Result<PluginSpec, String> {
         (None, None) => return Err("give builtin = \"NAME\" or file = \"PATH.wasm\"".into()),
     };
     let defaults = PluginLimits::default();
-    let memory_mib = raw.memory_mib.unwrap_or((defaults.memory_bytes >> 20) as u64);
+    let memory_mib = raw
+        .memory_mib
+        .unwrap_or((defaults.memory_bytes >> 20) as u64);
     if !(1..=4096).contains(&memory_mib) {
         return Err(format!("memory_mib {memory_mib} is outside 1..=4096"));
     }
-    let timeout_ms = raw.timeout_ms.unwrap_or(defaults.timeout.as_millis() as u64);
+    let timeout_ms = raw
+        .timeout_ms
+        .unwrap_or(defaults.timeout.as_millis() as u64);
     if !(1..=60_000).contains(&timeout_ms) {
         return Err(format!("timeout_ms {timeout_ms} is outside 1..=60000"));
     }

@@ -111,7 +111,12 @@ pub fn load(path: &Path, env: &BTreeMap<String, String>) -> Result<ZulipCredenti
         };
         ProfileError::new(&file, Some(format!("[api] {key}")), message)
     };
-    let get = |key: &str| values.get(key).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let get = |key: &str| {
+        values
+            .get(key)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
 
     let email = get("email").ok_or_else(|| missing("email", "ZULIP_EMAIL"))?;
     if !email.contains('@') {
@@ -141,7 +146,9 @@ pub fn load(path: &Path, env: &BTreeMap<String, String>) -> Result<ZulipCredenti
     };
     let base = path.parent().unwrap_or(Path::new("."));
     let existing = |key: &str| -> Result<Option<PathBuf>, ProfileError> {
-        let Some(value) = get(key) else { return Ok(None) };
+        let Some(value) = get(key) else {
+            return Ok(None);
+        };
         let candidate = Path::new(&value);
         let resolved = if candidate.is_absolute() || origin_of.contains_key(key) {
             candidate.to_path_buf()

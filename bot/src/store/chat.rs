@@ -95,7 +95,10 @@ struct OutboxRow {
 impl OutboxRow {
     fn decode(self) -> Result<OutboxItem> {
         let corrupt = |what: &str| StoreError::Corrupt(format!("outbox entry {}: {what}", self.id));
-        let target = || self.target_message_id.ok_or_else(|| corrupt("no target message"));
+        let target = || {
+            self.target_message_id
+                .ok_or_else(|| corrupt("no target message"))
+        };
         let (kind, in_reply_to) = match self.kind.as_str() {
             "message" => {
                 let to = match (&self.channel, &self.topic, &self.dm_user_ids) {
@@ -155,7 +158,12 @@ impl Tx {
     /// Claims an inbound message for handling. Returns `true` if this
     /// transaction's insert won; `false` if the message was handled already
     /// (by an earlier run, a back-fill, or another instance).
-    pub async fn mark_processed(&mut self, identity: &str, message_id: i64, outcome: &str) -> Result<bool> {
+    pub async fn mark_processed(
+        &mut self,
+        identity: &str,
+        message_id: i64,
+        outcome: &str,
+    ) -> Result<bool> {
         let now = super::now();
         let inserted = on_tx!(self, conn => {
             sqlx::query(
@@ -201,17 +209,46 @@ impl Tx {
                         Some(serde_json::to_string(user_ids).expect("ids serialize")),
                     ),
                 };
-                ("message", channel, topic, dm, content.clone(), item.in_reply_to, to.ordering_key())
+                (
+                    "message",
+                    channel,
+                    topic,
+                    dm,
+                    content.clone(),
+                    item.in_reply_to,
+                    to.ordering_key(),
+                )
             }
-            OutboxKind::ReactionAdd { message_id, emoji } => {
-                ("reaction_add", None, None, None, emoji.clone(), Some(*message_id), format!("message:{message_id}"))
-            }
-            OutboxKind::ReactionRemove { message_id, emoji } => {
-                ("reaction_remove", None, None, None, emoji.clone(), Some(*message_id), format!("message:{message_id}"))
-            }
-            OutboxKind::Edit { message_id, content } => {
-                ("edit", None, None, None, content.clone(), Some(*message_id), format!("message:{message_id}"))
-            }
+            OutboxKind::ReactionAdd { message_id, emoji } => (
+                "reaction_add",
+                None,
+                None,
+                None,
+                emoji.clone(),
+                Some(*message_id),
+                format!("message:{message_id}"),
+            ),
+            OutboxKind::ReactionRemove { message_id, emoji } => (
+                "reaction_remove",
+                None,
+                None,
+                None,
+                emoji.clone(),
+                Some(*message_id),
+                format!("message:{message_id}"),
+            ),
+            OutboxKind::Edit {
+                message_id,
+                content,
+            } => (
+                "edit",
+                None,
+                None,
+                None,
+                content.clone(),
+                Some(*message_id),
+                format!("message:{message_id}"),
+            ),
         };
         on_tx!(self, conn => {
             sqlx::query_scalar(
@@ -347,11 +384,13 @@ impl Store {
             .await
         })
         .op("reading a bookmark")?;
-        Ok(row.map(|(last_message_id, queue_id, last_event_id)| Bookmark {
-            last_message_id,
-            queue_id,
-            last_event_id,
-        }))
+        Ok(
+            row.map(|(last_message_id, queue_id, last_event_id)| Bookmark {
+                last_message_id,
+                queue_id,
+                last_event_id,
+            }),
+        )
     }
 
     /// Sets an identity's bookmark if it has none yet (the first start).
@@ -374,7 +413,12 @@ impl Store {
     }
 
     /// Records the identity's current event queue (for `eagle check` and clean-up).
-    pub async fn record_queue(&self, identity: &str, queue_id: Option<&str>, last_event_id: Option<i64>) -> Result<()> {
+    pub async fn record_queue(
+        &self,
+        identity: &str,
+        queue_id: Option<&str>,
+        last_event_id: Option<i64>,
+    ) -> Result<()> {
         let now = super::now();
         on_pool!(self, pool => {
             sqlx::query("UPDATE event_bookmarks SET queue_id = $2, last_event_id = $3, updated_at = $4 WHERE identity = $1")

@@ -42,7 +42,10 @@ impl TaskStatus {
 
     /// Whether the task still needs something to happen.
     pub fn is_open(self) -> bool {
-        !matches!(self, TaskStatus::Skip | TaskStatus::Done | TaskStatus::Cancelled)
+        !matches!(
+            self,
+            TaskStatus::Skip | TaskStatus::Done | TaskStatus::Cancelled
+        )
     }
 }
 
@@ -253,14 +256,22 @@ impl Tx {
 
     /// One task by id.
     pub async fn task(&mut self, id: i64) -> Result<Option<Task>> {
-        let query = sql(&["SELECT ", TASK_COLUMNS, " FROM executor_queue WHERE id = $1"]);
+        let query = sql(&[
+            "SELECT ",
+            TASK_COLUMNS,
+            " FROM executor_queue WHERE id = $1",
+        ]);
         on_tx!(self, conn => sqlx::query_as(query).bind(id).fetch_optional(conn).await)
             .op("reading a task")
     }
 
     /// One task by its gid.
     pub async fn task_by_gid(&mut self, gid: &str) -> Result<Option<Task>> {
-        let query = sql(&["SELECT ", TASK_COLUMNS, " FROM executor_queue WHERE task_gid = $1"]);
+        let query = sql(&[
+            "SELECT ",
+            TASK_COLUMNS,
+            " FROM executor_queue WHERE task_gid = $1",
+        ]);
         on_tx!(self, conn => sqlx::query_as(query).bind(gid).fetch_optional(conn).await)
             .op("reading a task")
     }
@@ -280,7 +291,10 @@ impl Tx {
 
     /// How many tasks are open.
     pub async fn open_task_count(&mut self) -> Result<i64> {
-        let query = sql(&["SELECT COUNT(*) FROM executor_queue WHERE ", OPEN_TASK_FILTER]);
+        let query = sql(&[
+            "SELECT COUNT(*) FROM executor_queue WHERE ",
+            OPEN_TASK_FILTER,
+        ]);
         on_tx!(self, conn => sqlx::query_scalar(query).fetch_one(conn).await)
             .op("counting open tasks")
     }
@@ -342,7 +356,11 @@ impl Tx {
 
     /// The runs of a task, oldest first.
     pub async fn runs_of_task(&mut self, task_gid: &str) -> Result<Vec<Run>> {
-        let query = sql(&["SELECT ", RUN_COLUMNS, " FROM executor_runs WHERE task_gid = $1 ORDER BY id"]);
+        let query = sql(&[
+            "SELECT ",
+            RUN_COLUMNS,
+            " FROM executor_runs WHERE task_gid = $1 ORDER BY id",
+        ]);
         on_tx!(self, conn => sqlx::query_as(query).bind(task_gid).fetch_all(conn).await)
             .op("listing the runs of a task")
     }

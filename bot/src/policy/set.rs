@@ -1,0 +1,560 @@
+//! The plugin set of a profile, hot reload, and the [`PolicyHost`] API.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use arc_swap::ArcSwap;
+use tokio_util::sync::CancellationToken;
+
+use super::compose::{self, Decision, FilterDecision};
+use super::engine::{CompileSource, PolicyEngine};
+use super::plugin::{LoadedPlugin, PluginError, failed_decision, failed_filter};
+use super::{PluginIdentity, PolicyRequest, PolicyTask};
+use crate::profile::{PluginLimits, PluginSource, PluginSpec, PolicySettings};
+
+/// The plugins compiled into the binary.
+const BUILTINS: &[(&str, &[u8])] = &[
+    (
+        "default-approval",
+        include_bytes!(concat!(env!("OUT_DIR"), "/default-approval.wasm")),
+    ),
+    (
+        "default-filter",
+        include_bytes!(concat!(env!("OUT_DIR"), "/default-filter.wasm")),
+    ),
+];
+
+/// The bytes of a built-in plugin.
+pub fn builtin(name: &str) -> Option<&'static [u8]> {
+    BUILTINS.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
+}
+
+/// What a file looked like when last read: a cheap change detector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    modified: Option<SystemTime>,
+    len: u64,
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some(Stamp {
+        modified: meta.modified().ok(),
+        len: meta.len(),
+    })
+}
+
+/// Where a slot's plugin comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Origin {
+    Builtin(String),
+    File(PathBuf),
+}
+
+/// A plugin's state in the set.
+#[derive(Debug, Clone)]
+pub enum SlotState {
+    Ready(Arc<LoadedPlugin>),
+    /// It could not be loaded; it votes escalate / keep until a good file appears.
+    Failed {
+        sha256: Option<String>,
+        error: PluginError,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Slot {
+    origin: Origin,
+    limits: PluginLimits,
+    config_json: String,
+    state: SlotState,
+    stamp: Option<Stamp>,
+    /// A newer file that was refused, while the previous version stays in place.
+    rejected: Option<String>,
+}
+
+impl Slot {
+    fn label(&self) -> String {
+        match &self.origin {
+            Origin::Builtin(name) => format!("builtin:{name}"),
+            Origin::File(path) => path.display().to_string(),
+        }
+    }
+
+    /// Who votes for this slot: the plugin, or its source if it never loaded.
+    fn identity(&self) -> PluginIdentity {
+        match &self.state {
+            SlotState::Ready(plugin) => plugin.identity.clone(),
+            SlotState::Failed { sha256, .. } => PluginIdentity {
+                name: self.label(),
+                version: "?".into(),
+                sha256: sha256.clone().unwrap_or_else(|| "-".into()),
+                source: self.label(),
+            },
+        }
+    }
+}
+
+/// What `eagle policy list` shows of one plugin.
+#[derive(Debug, Clone)]
+pub struct PluginStatus {
+    pub identity: PluginIdentity,
+    pub description: String,
+    pub interface_version: Option<String>,
+    /// `ready`, `ready (cached)`, `switched off`, or `failed: …`.
+    pub state: String,
+    pub limits: PluginLimits,
+    /// A newer file refused while this version stays in place.
+    pub rejected: Option<String>,
+}
+
+/// One immutable generation of plugins.
+#[derive(Debug, Default)]
+struct PluginSet {
+    slots: Vec<Slot>,
+}
+
+struct Inner {
+    engine: PolicyEngine,
+    settings: PolicySettings,
+    cache_dir: Option<PathBuf>,
+    set: ArcSwap<PluginSet>,
+    /// Reloads run one at a time.
+    reload_lock: tokio::sync::Mutex<()>,
+}
+
+/// Decides on requests and tasks with a profile's plugins. Cheap to clone.
+#[derive(Clone)]
+pub struct PolicyHost {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PolicyHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyHost").finish_non_exhaustive()
+    }
+}
+
+impl PolicyHost {
+    /// Loads every plugin of `settings`. Never fails because of a plugin: one
+    /// that cannot load is kept as a failed slot that votes escalate / keep.
+    /// Compiled components are cached in `cache_dir`.
+    pub async fn load(
+        settings: &PolicySettings,
+        cache_dir: Option<PathBuf>,
+    ) -> anyhow::Result<PolicyHost> {
+        let engine = PolicyEngine::new()?;
+        let inner = Arc::new(Inner {
+            engine,
+            settings: settings.clone(),
+            cache_dir,
+            set: ArcSwap::from_pointee(PluginSet::default()),
+            reload_lock: tokio::sync::Mutex::new(()),
+        });
+        let host = PolicyHost { inner };
+        host.reload().await;
+        Ok(host)
+    }
+
+    /// A host for one plugin file with default limits (`eagle policy test --plugin`).
+    pub async fn single_file_with_config(
+        path: &Path,
+        config_json: &str,
+        cache_dir: Option<PathBuf>,
+    ) -> anyhow::Result<PolicyHost> {
+        let path = std::path::absolute(path)?;
+        let settings = PolicySettings {
+            dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            load_all: false,
+            reload_interval: std::time::Duration::from_secs(3600),
+            plugins: vec![PluginSpec {
+                source: PluginSource::File(path.to_path_buf()),
+                config_json: config_json.into(),
+                limits: PluginLimits::default(),
+            }],
+        };
+        PolicyHost::load(&settings, cache_dir).await
+    }
+
+    /// The votes of every plugin on a request, composed.
+    pub async fn decide(&self, request: &PolicyRequest) -> Decision {
+        let set = self.inner.set.load_full();
+        let request = request.clone();
+        let run = move || {
+            let votes = set
+                .slots
+                .iter()
+                .map(|slot| match &slot.state {
+                    SlotState::Ready(plugin) => plugin.decide(&request),
+                    SlotState::Failed { error, .. } => {
+                        failed_decision(slot.identity(), error.clone())
+                    }
+                })
+                .collect();
+            compose::decide(votes)
+        };
+        match tokio::task::spawn_blocking(run).await {
+            Ok(decision) => decision,
+            Err(error) => {
+                // A host bug, not a plugin's: still never approve.
+                tracing::error!(%error, "a policy evaluation failed");
+                compose::decide(vec![failed_decision(
+                    host_identity(),
+                    PluginError::Trap(format!("the evaluation failed: {error}")),
+                )])
+            }
+        }
+    }
+
+    /// The votes of every plugin on a task, composed.
+    pub async fn filter(&self, task: &PolicyTask) -> FilterDecision {
+        let set = self.inner.set.load_full();
+        let task = task.clone();
+        let run = move || {
+            let votes = set
+                .slots
+                .iter()
+                .map(|slot| match &slot.state {
+                    SlotState::Ready(plugin) => plugin.filter(&task),
+                    SlotState::Failed { error, .. } => {
+                        failed_filter(slot.identity(), error.clone())
+                    }
+                })
+                .collect();
+            compose::filter(votes)
+        };
+        match tokio::task::spawn_blocking(run).await {
+            Ok(decision) => decision,
+            Err(error) => {
+                tracing::error!(%error, "a policy evaluation failed");
+                compose::filter(vec![])
+            }
+        }
+    }
+
+    /// The plugins and their states.
+    pub fn plugins(&self) -> Vec<PluginStatus> {
+        let set = self.inner.set.load();
+        set.slots
+            .iter()
+            .map(|slot| {
+                let (description, interface_version, state) = match &slot.state {
+                    SlotState::Ready(plugin) => (
+                        plugin.description.clone(),
+                        Some(plugin.interface_version.clone()),
+                        if plugin.is_broken() {
+                            "switched off after repeated failures".to_string()
+                        } else if plugin.compiled == CompileSource::Cache {
+                            "ready (cached)".to_string()
+                        } else {
+                            "ready".to_string()
+                        },
+                    ),
+                    SlotState::Failed { error, .. } => {
+                        (String::new(), None, format!("failed: {error}"))
+                    }
+                };
+                PluginStatus {
+                    identity: slot.identity(),
+                    description,
+                    interface_version,
+                    state,
+                    limits: slot.limits,
+                    rejected: slot.rejected.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Checks the plugin files and swaps in a new set if any changed. A file
+    /// that changed is compiled off the hot path; in-flight decisions finish
+    /// on the set they started with. Returns what changed, for the log.
+    pub async fn reload(&self) -> Vec<String> {
+        let _one_at_a_time = self.inner.reload_lock.lock().await;
+        let inner = Arc::clone(&self.inner);
+        let current = inner.set.load_full();
+        let work = move || next_generation(&inner, &current);
+        match tokio::task::spawn_blocking(work).await {
+            Ok(Some((set, changes))) => {
+                self.inner.set.store(Arc::new(set));
+                changes
+            }
+            Ok(None) => Vec::new(),
+            Err(error) => {
+                tracing::error!(%error, "plugin reload failed");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Reloads every `reload_interval` until `shutdown`.
+    pub fn spawn_watcher(&self, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+        let host = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(host.inner.settings.reload_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tick.tick() => {
+                        for change in host.reload().await {
+                            tracing::info!(change, "policy plugins changed");
+                        }
+                    }
+                }
+            }
+        })
+    }
+}
+
+fn host_identity() -> PluginIdentity {
+    PluginIdentity {
+        name: "eagle".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        sha256: "-".into(),
+        source: "host".into(),
+    }
+}
+
+/// The slots the settings ask for, in order: the configured plugins, then
+/// (with `load_all`) every other `.wasm` in the directory, by name.
+fn wanted(settings: &PolicySettings) -> Vec<(Origin, PluginLimits, String)> {
+    let mut wanted: Vec<(Origin, PluginLimits, String)> = settings
+        .plugins
+        .iter()
+        .map(|spec| {
+            let origin = match &spec.source {
+                PluginSource::Builtin(name) => Origin::Builtin(name.clone()),
+                PluginSource::File(path) => Origin::File(settings.dir.join(path)),
+            };
+            (origin, spec.limits, spec.config_json.clone())
+        })
+        .collect();
+    if settings.load_all
+        && let Ok(entries) = std::fs::read_dir(&settings.dir)
+    {
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
+            .collect();
+        files.sort();
+        for file in files {
+            let listed = wanted.iter().any(|(origin, _, _)| match origin {
+                Origin::File(path) => same_file(path, &file),
+                Origin::Builtin(_) => false,
+            });
+            if !listed {
+                wanted.push((Origin::File(file), PluginLimits::default(), "{}".into()));
+            }
+        }
+    }
+    wanted
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// Builds the next set from the current one, reading only what changed.
+/// `None` when nothing changed.
+fn next_generation(inner: &Inner, current: &PluginSet) -> Option<(PluginSet, Vec<String>)> {
+    let mut changes = Vec::new();
+    let mut slots = Vec::new();
+    let wanted = wanted(&inner.settings);
+    for (origin, limits, config_json) in wanted {
+        let previous = current
+            .slots
+            .iter()
+            .find(|s| s.origin == origin && s.limits == limits && s.config_json == config_json);
+        let slot = match (&origin, previous) {
+            (Origin::Builtin(_), Some(previous)) => previous.clone(),
+            (Origin::Builtin(name), None) => {
+                let bytes = builtin(name).unwrap_or_default();
+                let state = load_state(
+                    inner,
+                    bytes,
+                    &format!("builtin:{name}"),
+                    limits,
+                    &config_json,
+                );
+                changes.push(describe_load(&format!("builtin:{name}"), &state));
+                Slot {
+                    origin: origin.clone(),
+                    limits,
+                    config_json,
+                    state,
+                    stamp: None,
+                    rejected: None,
+                }
+            }
+            (Origin::File(path), previous) => {
+                let now = stamp(path);
+                match previous {
+                    Some(previous) if previous.stamp == now && now.is_some() => previous.clone(),
+                    Some(previous) if now.is_none() && previous.stamp.is_none() => previous.clone(),
+                    _ => {
+                        let (slot, change) =
+                            reload_file(inner, path, previous, now, limits, &config_json);
+                        changes.extend(change);
+                        slot
+                    }
+                }
+            }
+        };
+        slots.push(slot);
+    }
+    let same_shape = slots.len() == current.slots.len()
+        && slots
+            .iter()
+            .zip(&current.slots)
+            .all(|(a, b)| a.origin == b.origin);
+    if changes.is_empty() && same_shape && !current.slots.is_empty() {
+        // Stamps may have moved without content changes; keep them fresh.
+        let stamps_moved = slots
+            .iter()
+            .zip(&current.slots)
+            .any(|(a, b)| a.stamp != b.stamp);
+        if !stamps_moved {
+            return None;
+        }
+    }
+    if !same_shape {
+        changes.push(format!("{} plugin(s) configured", slots.len()));
+    }
+    Some((PluginSet { slots }, changes))
+}
+
+fn reload_file(
+    inner: &Inner,
+    path: &Path,
+    previous: Option<&Slot>,
+    now: Option<Stamp>,
+    limits: PluginLimits,
+    config_json: &str,
+) -> (Slot, Option<String>) {
+    let label = path.display().to_string();
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            let error = PluginError::Read {
+                path: label.clone(),
+                message: error.to_string(),
+            };
+            return match previous {
+                Some(
+                    previous @ Slot {
+                        state: SlotState::Ready(_),
+                        ..
+                    },
+                ) => {
+                    let mut kept = previous.clone();
+                    kept.stamp = now;
+                    kept.rejected = Some(error.to_string());
+                    (
+                        kept,
+                        Some(format!("{label}: {error}; the previous version stays")),
+                    )
+                }
+                _ => {
+                    let change = Some(format!("{label}: {error}"));
+                    let slot = Slot {
+                        origin: Origin::File(path.to_path_buf()),
+                        limits,
+                        config_json: config_json.to_string(),
+                        state: SlotState::Failed {
+                            sha256: None,
+                            error,
+                        },
+                        stamp: now,
+                        rejected: None,
+                    };
+                    (slot, change)
+                }
+            };
+        }
+    };
+    let sha256 = super::content_hash(&bytes);
+    if let Some(previous) = previous {
+        let same_content = match &previous.state {
+            SlotState::Ready(plugin) => plugin.identity.sha256 == sha256,
+            SlotState::Failed { sha256: old, .. } => old.as_deref() == Some(sha256.as_str()),
+        };
+        if same_content {
+            let mut kept = previous.clone();
+            kept.stamp = now;
+            return (kept, None);
+        }
+    }
+    let state = load_state(inner, &bytes, &label, limits, config_json);
+    match (&state, previous) {
+        (
+            SlotState::Failed { error, .. },
+            Some(
+                previous @ Slot {
+                    state: SlotState::Ready(_),
+                    ..
+                },
+            ),
+        ) => {
+            let mut kept = previous.clone();
+            kept.stamp = now;
+            kept.rejected = Some(error.to_string());
+            tracing::error!(plugin = %label, %error, "a changed plugin was refused; the previous version stays");
+            (
+                kept,
+                Some(format!(
+                    "{label}: refused ({error}); the previous version stays"
+                )),
+            )
+        }
+        _ => {
+            let change = describe_load(&label, &state);
+            let slot = Slot {
+                origin: Origin::File(path.to_path_buf()),
+                limits,
+                config_json: config_json.to_string(),
+                state,
+                stamp: now,
+                rejected: None,
+            };
+            (slot, Some(change))
+        }
+    }
+}
+
+fn load_state(
+    inner: &Inner,
+    bytes: &[u8],
+    label: &str,
+    limits: PluginLimits,
+    config_json: &str,
+) -> SlotState {
+    match LoadedPlugin::load(
+        &inner.engine,
+        bytes,
+        label,
+        limits,
+        config_json,
+        inner.cache_dir.as_deref(),
+    ) {
+        Ok(plugin) => SlotState::Ready(Arc::new(plugin)),
+        Err(error) => {
+            tracing::error!(plugin = label, %error, "a policy plugin failed to load; it votes escalate (keep for tasks)");
+            SlotState::Failed {
+                sha256: Some(super::content_hash(bytes)),
+                error,
+            }
+        }
+    }
+}
+
+fn describe_load(label: &str, state: &SlotState) -> String {
+    match state {
+        SlotState::Ready(plugin) => format!("{label}: loaded {}", plugin.identity),
+        SlotState::Failed { error, .. } => format!("{label}: failed to load: {error}"),
+    }
+}

@@ -1,0 +1,180 @@
+//! `default-filter`: which tasks the analyzer takes, from the owner's notes.
+//!
+//! A task is skipped if any of these holds:
+//! * its source is never taken (`skip_sources`, default `user_feedback_raw`),
+//!   or is not a qualifying source (`sources`);
+//! * it is not for the configured platform (`platform`, default `macos`),
+//!   judged from the task's `platform` field and its tags, never from its text.
+//!   A task with no platform information at all is kept only when it came
+//!   from chat, where a person asked for it directly;
+//! * its description contains every `template_markers` entry (default
+//!   `Timeline` and `Project Advisor:`): a project template, not a task;
+//! * it links to a design file (`link_patterns`, default `figma.com`), in its
+//!   links or in URLs in its description or notes;
+//! * it is closed, or assigned to someone other than the `owner`.
+//!
+//! Otherwise it votes keep. Configuration keys are all optional.
+
+use eagle_policy_sdk::{Config, FilterVerdict, Metadata, Policy, Task, TaskState, export_policy};
+
+const DEFAULT_PLATFORM: &str = "macos";
+const DEFAULT_SOURCES: &[&str] = &[
+    "O-L Backlog (Desktop Browsers)",
+    "user_reports",
+    "watched",
+    "hack_days",
+    "my_tasks_inbox",
+    "my_tasks_backlog",
+    "chat",
+];
+const DEFAULT_SKIP_SOURCES: &[&str] = &["user_feedback_raw"];
+const DEFAULT_TEMPLATE_MARKERS: &[&str] = &["Timeline", "Project Advisor:"];
+const DEFAULT_LINK_PATTERNS: &[&str] = &["figma.com"];
+
+struct DefaultFilter;
+
+impl Policy for DefaultFilter {
+    fn metadata() -> Metadata {
+        Metadata::new(
+            "default-filter",
+            env!("CARGO_PKG_VERSION"),
+            "skips tasks for other platforms, project templates, design links, closed or others' tasks and unqualified sources",
+        )
+        .filtering()
+    }
+
+    fn filter(config: &Config, task: &Task) -> FilterVerdict {
+        let settings = Settings::from(config);
+        match settings.reason_to_skip(task) {
+            Some(reason) => FilterVerdict::Skip(reason),
+            None => FilterVerdict::Keep,
+        }
+    }
+}
+
+struct Settings {
+    platform: String,
+    owner: Option<String>,
+    sources: Vec<String>,
+    skip_sources: Vec<String>,
+    template_markers: Vec<String>,
+    link_patterns: Vec<String>,
+}
+
+fn owned(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+fn same(a: &str, b: &str) -> bool {
+    a.trim().to_lowercase() == b.trim().to_lowercase()
+}
+
+impl From<&Config> for Settings {
+    fn from(config: &Config) -> Settings {
+        Settings {
+            platform: config
+                .str("platform")
+                .filter(|p| !p.trim().is_empty())
+                .unwrap_or(DEFAULT_PLATFORM)
+                .to_string(),
+            owner: config
+                .str("owner")
+                .map(str::trim)
+                .filter(|o| !o.is_empty())
+                .map(str::to_string),
+            sources: config
+                .strings("sources")
+                .unwrap_or_else(|| owned(DEFAULT_SOURCES)),
+            skip_sources: config
+                .strings("skip_sources")
+                .unwrap_or_else(|| owned(DEFAULT_SKIP_SOURCES)),
+            template_markers: config
+                .strings("template_markers")
+                .unwrap_or_else(|| owned(DEFAULT_TEMPLATE_MARKERS)),
+            link_patterns: config
+                .strings("link_patterns")
+                .unwrap_or_else(|| owned(DEFAULT_LINK_PATTERNS)),
+        }
+    }
+}
+
+impl Settings {
+    fn reason_to_skip(&self, task: &Task) -> Option<String> {
+        if self.skip_sources.iter().any(|s| same(s, &task.source)) {
+            return Some(format!("source {} is never taken", task.source));
+        }
+        if !self.sources.iter().any(|s| same(s, &task.source)) {
+            return Some(format!("source {} is not a qualifying source", task.source));
+        }
+        if let Some(reason) = self.wrong_platform(task) {
+            return Some(reason);
+        }
+        if !self.template_markers.is_empty()
+            && self
+                .template_markers
+                .iter()
+                .all(|marker| task.description.contains(marker.as_str()))
+        {
+            return Some(format!(
+                "a project template (the description has {})",
+                self.template_markers.join(" and ")
+            ));
+        }
+        if let Some(link) = self.design_link(task) {
+            return Some(format!("links to a design file ({link})"));
+        }
+        if task.state == TaskState::Closed {
+            return Some("the task is closed".into());
+        }
+        if let Some(assignee) = task.assignee.as_deref().filter(|a| !a.trim().is_empty()) {
+            let mine = self
+                .owner
+                .as_deref()
+                .is_some_and(|owner| same(owner, assignee));
+            if !mine {
+                return Some(format!("assigned to {assignee}, not to the owner"));
+            }
+        }
+        None
+    }
+
+    fn wrong_platform(&self, task: &Task) -> Option<String> {
+        let tagged = task.tags.iter().any(|tag| same(tag, &self.platform));
+        match task.platform.as_deref().filter(|p| !p.trim().is_empty()) {
+            Some(platform) if same(platform, &self.platform) => None,
+            Some(platform) if !tagged => {
+                Some(format!("for {platform}, not a {} task", self.platform))
+            }
+            Some(_) => None,
+            None if tagged || same(&task.source, "chat") => None,
+            None => Some(format!(
+                "not a {} task: neither its platform nor its tags say so",
+                self.platform
+            )),
+        }
+    }
+
+    fn design_link(&self, task: &Task) -> Option<String> {
+        let words = task
+            .description
+            .split_whitespace()
+            .chain(task.notes.split_whitespace())
+            .filter(|w| w.contains("://"));
+        task.links
+            .iter()
+            .map(String::as_str)
+            .chain(words)
+            .find(|link| {
+                let link = link.to_lowercase();
+                self.link_patterns
+                    .iter()
+                    .any(|p| link.contains(&p.to_lowercase()))
+            })
+            .map(|link| {
+                link.trim_matches(|c: char| "()<>[],.\"'".contains(c))
+                    .to_string()
+            })
+    }
+}
+
+export_policy!(DefaultFilter);
