@@ -66,10 +66,10 @@ impl PolicyEngine {
             }
         }
         let component = Component::new(&self.engine, bytes)?;
-        if let Some(path) = cached {
-            if let Err(error) = write_cache(&component, &path) {
-                tracing::warn!(path = %path.display(), %error, "cannot cache a compiled plugin");
-            }
+        if let Some(path) = cached
+            && let Err(error) = write_cache(&component, &path)
+        {
+            tracing::warn!(path = %path.display(), %error, "cannot cache a compiled plugin");
         }
         Ok((component, CompileSource::Compiled))
     }

@@ -163,7 +163,9 @@ fn approvers_match_by_id_or_email_ignoring_case() {
 fn bad_values_name_file_key_and_problem() {
     let dir = Dir::new();
     let file = |name: &str| dir.path().join(name).display().to_string();
-    let cases: &[(&str, &str, &[(&str, &str)], String)] = &[
+    /// Profile text, a secret that must not appear, environment, expected error.
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], String);
+    let cases: &[Case<'_>] = &[
         (
             "role = \"orchestrator\"\napprovers = [\"alex@example.com\", \"bob\"]\n",
             "",
