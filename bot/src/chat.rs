@@ -125,6 +125,9 @@ pub struct ChatContext<'a> {
     pub profile: &'a Profile,
     pub bot: &'a BotNames,
     pub caps: ReplyCaps,
+    /// Advance the identity's bookmark in the same transaction (Zulip; the
+    /// shell has no stream to resume).
+    pub track_bookmark: bool,
 }
 
 /// What a message asks of the bot, decided before touching the database.
@@ -216,6 +219,10 @@ pub async fn handle_message(
         .await?
     {
         return Ok(Handled::Duplicate);
+    }
+    if ctx.track_bookmark {
+        tx.advance_bookmark(&message.identity, message.message_id)
+            .await?;
     }
     let result = act(&mut tx, ctx, message, &intent).await;
     let outbox = match result {
@@ -366,6 +373,10 @@ async fn apologize(
         .await?
     {
         return Ok(0);
+    }
+    if ctx.track_bookmark {
+        tx.advance_bookmark(&message.identity, message.message_id)
+            .await?;
     }
     let reply = CommandReply {
         text: format!(

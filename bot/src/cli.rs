@@ -182,11 +182,16 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
         }
         Command::Run(profile) => {
             let profile = load(dir, &profile.profile, &env)?;
-            bail!(
-                "profile {}: `eagle run` (the Zulip transport) is not available yet in this version; \
-                 use `eagle shell` to talk to Eagle locally",
-                profile.name
-            )
+            // Everything is validated before anything starts.
+            let creds = profile.zulip_credentials(&env)?;
+            let store = open_store(&profile).await?;
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            spawn_signal_handler(shutdown.clone())?;
+            let result = crate::zulip::bot::run(&profile, &creds, &store, shutdown).await;
+            store.close().await;
+            result?;
+            tracing::info!(profile = %profile.name, "stopped cleanly");
+            Ok(ExitCode::SUCCESS)
         }
         Command::Check(profile) => {
             let profile = load(dir, &profile.profile, &env)?;
@@ -266,11 +271,12 @@ pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String
             .map_or("(none)".into(), ToString::to_string)
     );
     let channels = if profile.channels.is_empty() {
-        "(none; direct messages only)".to_string()
+        "(every channel the bot is subscribed to)".to_string()
     } else {
         profile.channels.join(", ")
     };
     let _ = writeln!(out, "channels:      {channels}");
+    let _ = writeln!(out, "executor runs: #{}", profile.executor_channel);
     if let Some(bot) = &profile.executor_bot {
         let _ = writeln!(out, "executor bot:  {bot}");
     }
@@ -351,19 +357,60 @@ pub fn create_profile(dir: &Path, name: &str, from: &str) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// Cancels `shutdown` on SIGINT or SIGTERM.
+fn spawn_signal_handler(shutdown: tokio_util::sync::CancellationToken) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = interrupt.recv() => tracing::info!("SIGINT: finishing what is in flight"),
+            _ = terminate.recv() => tracing::info!("SIGTERM: finishing what is in flight"),
+        }
+        shutdown.cancel();
+    });
+    Ok(())
+}
+
 async fn check(profile: &Profile, env: &BTreeMap<String, String>) -> anyhow::Result<ExitCode> {
-    println!("profile {}: settings are valid", profile.name);
+    println!(
+        "ok    profile {}: settings are valid ({})",
+        profile.name,
+        profile.path.display()
+    );
     let store = open_store(profile).await?;
     println!(
-        "database {}: reachable, {} migration(s) applied",
+        "ok    database {}: reachable, {} migration(s) applied",
         store.url(),
         store.applied_migrations().await?
     );
     store.close().await;
     let creds = profile.zulip_credentials(env)?;
-    println!("zuliprc: {} as {}", creds.site, creds.email);
-    bail!(
-        "profile {}: checking the Zulip server is not available yet in this version",
-        profile.name
-    )
+    println!(
+        "ok    zuliprc {}: {} at {}",
+        creds.source, creds.email, creds.site
+    );
+    let findings = crate::zulip::bot::check(profile, &creds).await;
+    let mut ok = true;
+    for finding in &findings {
+        println!(
+            "{}  {}",
+            if finding.ok { "ok  " } else { "FAIL" },
+            finding.text
+        );
+        ok &= finding.ok;
+    }
+    if ok {
+        println!(
+            "profile {} is ready: `eagle run --profile {}`",
+            profile.name, profile.name
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "profile {} is not ready: fix what FAIL says, then check again",
+            profile.name
+        );
+        Ok(ExitCode::FAILURE)
+    }
 }

@@ -9,7 +9,9 @@ mod handlers;
 mod parse;
 
 pub use handlers::{CommandReply, execute, queue as queue_task, task_gid};
-pub use parse::{BotNames, Invocation, ParseError, parse_message, strip_leading_mention};
+pub use parse::{
+    BotNames, Invocation, ParseError, mentions_bot, parse_message, strip_leading_mention,
+};
 
 /// Who may use a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,3 +14,4 @@ pub mod protocol;
 pub mod shell;
 pub mod store;
 pub mod text;
+pub mod zulip;

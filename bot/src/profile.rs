@@ -206,8 +206,11 @@ pub struct Profile {
     pub approvers: Vec<UserRef>,
     /// The human escalations go to.
     pub owner: Option<UserRef>,
-    /// Channels the bot listens in (commands also work in direct messages).
+    /// Channels the bot listens in; empty means every channel it is
+    /// subscribed to. Commands also work in direct messages.
     pub channels: Vec<String>,
+    /// The channel where the executor posts its runs, one topic per run.
+    pub executor_channel: String,
     /// For the orchestrator: the executor bot whose protocol lines it trusts.
     pub executor_bot: Option<UserRef>,
     /// The persona text (the notes' SOUL.md), if the profile has one.
@@ -242,6 +245,27 @@ impl Profile {
     /// Where worker logs go.
     pub fn logs_dir(&self) -> PathBuf {
         self.state_dir().join("logs")
+    }
+
+    /// Whether the bot listens in `channel` (Unicode case-insensitive).
+    pub fn listens_in(&self, channel: &str) -> bool {
+        self.channels.is_empty()
+            || self
+                .channels
+                .iter()
+                .any(|c| crate::text::eq_fold(c, channel))
+            || crate::text::eq_fold(&self.executor_channel, channel)
+    }
+
+    /// Every channel the bot must be subscribed to.
+    pub fn required_channels(&self) -> Vec<String> {
+        let mut all = vec![self.executor_channel.clone()];
+        for channel in &self.channels {
+            if !all.iter().any(|c| crate::text::eq_fold(c, channel)) {
+                all.push(channel.clone());
+            }
+        }
+        all
     }
 
     /// Whether the user with this id and email may use approver commands.

@@ -74,6 +74,7 @@ where
             reactions: false,
             max_message_chars: 10_000,
         },
+        track_bookmark: false,
     };
     let sender = local_sender(profile, options.user.as_ref());
     if options.interactive {

@@ -166,9 +166,11 @@ CREATE TABLE outbox (
     next_attempt_at     TIMESTAMPTZ NOT NULL,
     last_error          TEXT,
     delivered_at        TIMESTAMPTZ,
-    delivered_message_id BIGINT
+    delivered_message_id BIGINT,
+    -- Set when the server refused the entry for good (it is kept, and logged).
+    gave_up_at          TIMESTAMPTZ
 );
-CREATE INDEX outbox_pending ON outbox (identity, delivered_at, id);
+CREATE INDEX outbox_pending ON outbox (identity, delivered_at, gave_up_at, id);
 
 -- Per identity: the newest message handled (back-fill resumes after it) and
 -- the current event queue.

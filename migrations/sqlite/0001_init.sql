@@ -160,9 +160,11 @@ CREATE TABLE outbox (
     next_attempt_at     TEXT NOT NULL,
     last_error          TEXT,
     delivered_at        TEXT,
-    delivered_message_id INTEGER
+    delivered_message_id INTEGER,
+    -- Set when the server refused the entry for good (it is kept, and logged).
+    gave_up_at          TEXT
 );
-CREATE INDEX outbox_pending ON outbox (identity, delivered_at, id);
+CREATE INDEX outbox_pending ON outbox (identity, delivered_at, gave_up_at, id);
 
 -- Per identity: the newest message handled (back-fill resumes after it) and
 -- the current event queue.

@@ -241,7 +241,6 @@ fn no_secret_is_ever_printed() {
         &["migrate"],
         &["shell"],
         &["check"],
-        &["run"],
     ] {
         let out = home.run(args, "!queue secret test\n!status\n");
         let (stdout, stderr) = text(&out);

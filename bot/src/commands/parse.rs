@@ -109,6 +109,17 @@ pub fn strip_leading_mention<'a>(text: &'a str, bot: &BotNames) -> Option<&'a st
     Some(after.trim_start())
 }
 
+/// Whether `text` mentions the bot anywhere (not silently): the fallback
+/// for deliveries that carry no `mentioned` flag.
+pub fn mentions_bot(text: &str, bot: &BotNames) -> bool {
+    text.match_indices("@**").any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        // Zulip's rule: a mention starts the text or follows whitespace or one of '"({[/<.
+        let boundary = before.is_none_or(|c| c.is_whitespace() || "'\"({[/<".contains(c));
+        boundary && strip_leading_mention(&text[at..], bot).is_some()
+    })
+}
+
 /// The command word and arguments of a command line, if it is one.
 fn command_line<'a>(line: &'a str, bot: &BotNames) -> Option<(&'a str, &'a str, &'a str)> {
     let indent = line.len() - line.trim_start_matches(' ').len();
@@ -592,6 +603,17 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn mentions_anywhere() {
+        let bot = bot();
+        assert!(mentions_bot("hey @**Eagle** look", &bot));
+        assert!(mentions_bot("(@**eagle|7**)", &bot));
+        assert!(!mentions_bot("hey @_**Eagle** look", &bot));
+        assert!(!mentions_bot("mail@**Eagle**", &bot));
+        assert!(!mentions_bot("@**all** hello", &bot));
+        assert!(!mentions_bot("@**Eagle|8**", &bot));
     }
 
     #[test]

@@ -29,6 +29,7 @@ const ENV_KEYS: &[&str] = &[
     "approvers",
     "owner",
     "channels",
+    "executor_channel",
     "executor_bot",
     "persona",
     "zulip.late_command_age",
@@ -59,6 +60,7 @@ pub struct RawProfile {
     pub owner: Option<RawUserRef>,
     #[serde(default)]
     pub channels: Vec<String>,
+    pub executor_channel: Option<String>,
     pub executor_bot: Option<RawUserRef>,
     pub persona: Option<String>,
     #[serde(default)]

@@ -54,7 +54,9 @@ fn loads_the_shipped_profiles() {
     let eagle = Profile::load(&dir, "eagle", &env).expect("eagle.toml");
     assert_eq!(eagle.role, Role::Orchestrator);
     assert_eq!(eagle.display_name, "Eagle");
-    assert_eq!(eagle.channels, vec!["executor"]);
+    assert!(eagle.channels.is_empty());
+    assert_eq!(eagle.executor_channel, "executor");
+    assert!(eagle.listens_in("General"));
     assert!(
         eagle
             .persona

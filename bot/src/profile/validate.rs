@@ -143,6 +143,18 @@ pub fn validate(
         .transpose()?;
 
     let channels = validate_channels(&raw.channels, &origins)?;
+    let executor_channel = match raw.executor_channel.as_deref().map(str::trim) {
+        None => "executor".to_string(),
+        Some("") => return Err(origins.error("executor_channel", None, "is empty")),
+        Some(name) if name.chars().count() > MAX_TOPIC_CHARS => {
+            return Err(origins.error(
+                "executor_channel",
+                None,
+                format!("{name:?} is longer than {MAX_TOPIC_CHARS} characters"),
+            ));
+        }
+        Some(name) => name.to_string(),
+    };
 
     let executor_bot = match (&raw.executor_bot, role) {
         (None, _) => None,
@@ -224,6 +236,7 @@ pub fn validate(
         approvers,
         owner,
         channels,
+        executor_channel,
         executor_bot,
         persona,
         zulip,

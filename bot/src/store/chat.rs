@@ -302,7 +302,7 @@ impl Store {
             sqlx::query_as(
                 "SELECT id, identity, kind, channel, topic, dm_user_ids, content, target_message_id, \
                  attempts, ordering_key FROM outbox \
-                 WHERE identity = $1 AND delivered_at IS NULL AND next_attempt_at <= $2 \
+                 WHERE identity = $1 AND delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at <= $2 \
                  ORDER BY id LIMIT $3",
             )
             .bind(identity)
@@ -318,7 +318,9 @@ impl Store {
     /// How many outbox entries of an identity are not delivered yet.
     pub async fn undelivered_count(&self, identity: &str) -> Result<i64> {
         on_pool!(self, pool => {
-            sqlx::query_scalar("SELECT COUNT(*) FROM outbox WHERE identity = $1 AND delivered_at IS NULL")
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM outbox WHERE identity = $1 AND delivered_at IS NULL AND gave_up_at IS NULL",
+            )
                 .bind(identity)
                 .fetch_one(pool)
                 .await
@@ -371,6 +373,89 @@ impl Store {
         })
         .op("recording a failed delivery")?;
         Ok(())
+    }
+
+    /// Records that the server refused an entry for good; it stays in the
+    /// table with the reason and is not retried.
+    pub async fn outbox_gave_up(&self, id: i64, error: &str) -> Result<()> {
+        let now = super::now();
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE outbox SET last_error = $2, gave_up_at = $3 WHERE id = $1")
+                .bind(id)
+                .bind(error)
+                .bind(now)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .op("recording a refused delivery")?;
+        Ok(())
+    }
+
+    /// The soonest time an undelivered entry of an identity is due, if any.
+    pub async fn next_outbox_due(&self, identity: &str) -> Result<Option<DateTime<Utc>>> {
+        on_pool!(self, pool => {
+            sqlx::query_scalar(
+                "SELECT MIN(next_attempt_at) FROM outbox \
+                 WHERE identity = $1 AND delivered_at IS NULL AND gave_up_at IS NULL",
+            )
+            .bind(identity)
+            .fetch_one(pool)
+            .await
+        })
+        .op("reading the outbox")
+    }
+
+    /// Takes or renews the lease `name` for `owner` for `ttl`. Returns whether
+    /// `owner` holds it now. Leases elect the one instance that runs a
+    /// singleton (the outbox sender of an identity, the analyzer).
+    pub async fn acquire_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool> {
+        let now = super::now();
+        let expires =
+            now + chrono::TimeDelta::from_std(ttl).unwrap_or(chrono::TimeDelta::seconds(30));
+        let holder: Option<String> = on_pool!(self, pool => {
+            sqlx::query_scalar(
+                "INSERT INTO leases (name, owner, expires_at, fence) VALUES ($1, $2, $3, 1) \
+                 ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at, \
+                     fence = leases.fence + CASE WHEN leases.owner = excluded.owner THEN 0 ELSE 1 END \
+                 WHERE leases.owner = excluded.owner OR leases.expires_at < $4 \
+                 RETURNING owner",
+            )
+            .bind(name)
+            .bind(owner)
+            .bind(expires)
+            .bind(now)
+            .fetch_optional(pool)
+            .await
+        })
+        .op("taking a lease")?;
+        Ok(holder.as_deref() == Some(owner))
+    }
+
+    /// Gives up a lease held by `owner`.
+    pub async fn release_lease(&self, name: &str, owner: &str) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("DELETE FROM leases WHERE name = $1 AND owner = $2")
+                .bind(name)
+                .bind(owner)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .op("releasing a lease")?;
+        Ok(())
+    }
+
+    /// Moves an identity's bookmark forward (never back), in a transaction of its own.
+    pub async fn advance_bookmark(&self, identity: &str, message_id: i64) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        tx.advance_bookmark(identity, message_id).await?;
+        tx.commit().await
     }
 
     /// An identity's bookmark, if it has one.

@@ -1,0 +1,80 @@
+//! Zulip: the only code that knows Zulip's HTTP API and JSON.
+//!
+//! * [`client`]: the REST calls Eagle needs, on reqwest, with requests paced
+//!   by the server's `X-RateLimit-*` headers ([`pacer`]) and errors typed by
+//!   Zulip's `code` (never its translated `msg`).
+//! * [`listener`]: one event loop per identity that loses nothing: it
+//!   re-registers when the queue expires, back-fills from the persisted
+//!   bookmark, and hands each message to [`crate::chat::handle_message`].
+//! * [`sender`]: delivers the outbox, in order, through rate limits and
+//!   server errors, without posting a reply twice after a crash.
+//! * [`bot`]: `eagle run` and `eagle check` for one profile.
+
+pub mod backoff;
+pub mod bot;
+pub mod client;
+mod listener;
+pub mod pacer;
+mod sender;
+pub mod types;
+
+use std::time::Duration;
+
+pub use client::Client;
+
+/// What can go wrong talking to Zulip, typed by what the caller does about it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// HTTP 429: wait this long, then try again.
+    #[error("rate limited by the server; retry after {retry_after:.1?}")]
+    RateLimited { retry_after: Duration },
+    /// The event queue expired or was never ours: register again.
+    #[error("the event queue is gone (BAD_EVENT_QUEUE_ID)")]
+    BadEventQueue,
+    /// HTTP 401: a wrong key, or a deactivated bot or organisation. Fatal.
+    #[error("the server refused the bot's credentials ({code}: {message})")]
+    Unauthorized { code: String, message: String },
+    /// Any other error the server reports, by its `code`.
+    #[error("the server refused the request ({code}: {message})")]
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// HTTP 5xx.
+    #[error("the server failed (HTTP {status})")]
+    Server { status: u16 },
+    /// A body that is not the JSON Zulip sends.
+    #[error("the server sent something other than Zulip JSON (HTTP {status}): {detail}")]
+    NotJson { status: u16, detail: String },
+    /// No answer in time.
+    #[error("no answer from the server in time")]
+    Timeout,
+    /// Connection refused, reset, DNS, TLS.
+    #[error("cannot reach the server: {0}")]
+    Transport(String),
+}
+
+impl Error {
+    /// Worth trying again later (after a backoff or the server's `Retry-After`).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::RateLimited { .. }
+                | Error::Server { .. }
+                | Error::NotJson { .. }
+                | Error::Timeout
+                | Error::Transport(_)
+        )
+    }
+
+    /// The code of an API error, if it is one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Error::Api { code, .. } | Error::Unauthorized { code, .. } => Some(code),
+            Error::BadEventQueue => Some("BAD_EVENT_QUEUE_ID"),
+            Error::RateLimited { .. } => Some("RATE_LIMIT_HIT"),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,465 @@
+//! One identity's event loop: register, back-fill, long-poll, handle.
+//!
+//! Nothing is lost: when the queue expires (`BAD_EVENT_QUEUE_ID`) or the
+//! server restarts, the loop registers a new queue (with a new
+//! `last_event_id`, never the old one) and then back-fills every message
+//! after the persisted bookmark with `GET /messages`. Nothing is done twice:
+//! [`crate::chat::handle_message`] claims each message in the database
+//! before acting. The bookmark moves only after a message is handled.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::Error;
+use super::backoff::Backoff;
+use super::client::{Client, RegisterParams};
+use super::types::{Anchor, Event, Message, Recipient, User};
+use crate::chat::{ChatContext, Handled, InboundMessage, Place, ReplyCaps, Sender, handle_message};
+use crate::commands::BotNames;
+use crate::profile::{Profile, Role};
+use crate::store::Store;
+
+/// Zulip's long-poll timeout when the server does not say (before feature level 74).
+const DEFAULT_LONGPOLL: Duration = Duration::from_secs(90);
+/// Messages per back-fill page.
+const BACKFILL_PAGE: u32 = 200;
+/// Zulip's default maximum message length.
+const DEFAULT_MAX_MESSAGE: usize = 10_000;
+
+/// Why the loop stopped for good.
+#[derive(Debug, thiserror::Error)]
+pub enum Fatal {
+    #[error("{0}")]
+    Zulip(Error),
+}
+
+pub(crate) struct Listener<'a> {
+    pub client: &'a Client,
+    pub store: &'a Store,
+    pub profile: &'a Profile,
+    pub me: User,
+    pub bot: BotNames,
+    pub outbox: Arc<Notify>,
+    /// Whether each sender is a bot (bots other than the executor are ignored).
+    pub known: HashMap<i64, bool>,
+    /// The newest message passed over without a transaction; saved in batches.
+    pending_bookmark: Option<i64>,
+    max_message_chars: usize,
+}
+
+impl<'a> Listener<'a> {
+    pub fn new(
+        client: &'a Client,
+        store: &'a Store,
+        profile: &'a Profile,
+        me: User,
+        outbox: Arc<Notify>,
+    ) -> Self {
+        let bot = BotNames {
+            full_name: me.full_name.clone(),
+            user_id: Some(me.user_id),
+        };
+        Listener {
+            client,
+            store,
+            profile,
+            me,
+            bot,
+            outbox,
+            known: HashMap::new(),
+            pending_bookmark: None,
+            max_message_chars: DEFAULT_MAX_MESSAGE,
+        }
+    }
+
+    fn identity(&self) -> &str {
+        &self.profile.name
+    }
+
+    /// Runs until `shutdown` (Ok) or a fatal error.
+    pub async fn run(&mut self, shutdown: &CancellationToken) -> Result<(), Fatal> {
+        let params = RegisterParams {
+            event_types: vec!["message"],
+            all_public_streams: self.profile.zulip.all_public_streams,
+        };
+        let mut backoff = Backoff::new();
+        'register: loop {
+            let registration =
+                match retrying(shutdown, &mut backoff, || self.client.register(&params)).await? {
+                    Some(registration) => registration,
+                    None => return Ok(()),
+                };
+            self.max_message_chars = registration
+                .max_message_length
+                .unwrap_or(DEFAULT_MAX_MESSAGE);
+            let longpoll = registration
+                .event_queue_longpoll_timeout_seconds
+                .map(Duration::from_secs)
+                .unwrap_or(DEFAULT_LONGPOLL);
+            let poll_timeout = longpoll + (longpoll / 10).max(Duration::from_secs(5));
+            let queue_id = registration.queue_id.clone();
+            tracing::info!(profile = %self.profile.name, queue_id, "event queue registered");
+            if !self.ensure_bookmark(shutdown, &mut backoff).await? {
+                return Ok(());
+            }
+            let _ = self
+                .store
+                .record_queue(
+                    self.identity(),
+                    Some(&queue_id),
+                    Some(registration.last_event_id),
+                )
+                .await;
+            // Register first, then back-fill: anything posted in between is in
+            // both, and the database makes sure it is handled once.
+            if !self.backfill(shutdown, &mut backoff).await? {
+                self.delete_queue(&queue_id).await;
+                return Ok(());
+            }
+            let mut last_event_id = registration.last_event_id;
+            let mut dont_block = false;
+            loop {
+                let polled = tokio::select! {
+                    _ = shutdown.cancelled() => {
+                        self.flush_bookmark().await;
+                        self.delete_queue(&queue_id).await;
+                        return Ok(());
+                    }
+                    polled = self.client.events(&queue_id, last_event_id, dont_block, poll_timeout) => polled,
+                };
+                match polled {
+                    Ok(events) => {
+                        backoff.succeeded();
+                        dont_block = false;
+                        for event in events {
+                            last_event_id = last_event_id.max(event.id());
+                            if let Event::Message { message, flags, .. } = event {
+                                if !self.handle(message, flags, false, shutdown).await {
+                                    self.delete_queue(&queue_id).await;
+                                    return Ok(());
+                                }
+                            }
+                        }
+                        self.flush_bookmark().await;
+                    }
+                    Err(Error::BadEventQueue) => {
+                        tracing::info!(profile = %self.profile.name, "the event queue expired; registering a new one");
+                        self.flush_bookmark().await;
+                        continue 'register;
+                    }
+                    // A long poll that times out is normal: poll again at once.
+                    Err(Error::Timeout) => {}
+                    Err(error @ Error::Unauthorized { .. }) => return Err(Fatal::Zulip(error)),
+                    Err(Error::RateLimited { retry_after }) => {
+                        if !pause(shutdown, backoff.failed_at_least(retry_after)).await {
+                            continue;
+                        }
+                    }
+                    Err(error) => {
+                        let wait = backoff.failed();
+                        tracing::warn!(%error, wait_ms = wait.as_millis() as u64, "polling for events failed; retrying");
+                        dont_block = true;
+                        pause(shutdown, wait).await;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn delete_queue(&self, queue_id: &str) {
+        match self.client.delete_queue(queue_id).await {
+            Ok(()) | Err(Error::BadEventQueue) => {
+                let _ = self.store.record_queue(self.identity(), None, None).await;
+            }
+            Err(error) => tracing::warn!(%error, "could not delete the event queue"),
+        }
+    }
+
+    /// On the very first start, the bookmark is the newest message: history
+    /// is not replayed. Returns false on shutdown.
+    async fn ensure_bookmark(
+        &self,
+        shutdown: &CancellationToken,
+        backoff: &mut Backoff,
+    ) -> Result<bool, Fatal> {
+        loop {
+            match self.store.bookmark(self.identity()).await {
+                Ok(Some(_)) => return Ok(true),
+                Ok(None) => break,
+                Err(error) => {
+                    tracing::error!(%error, "cannot read the bookmark; retrying");
+                    if !pause(shutdown, backoff.failed()).await {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        let Some(page) = retrying(shutdown, backoff, || {
+            self.client.messages(Anchor::Newest, 1, 0, true, &[])
+        })
+        .await?
+        else {
+            return Ok(false);
+        };
+        let newest = page.messages.last().map_or(0, |m| m.id);
+        loop {
+            match self.store.init_bookmark(self.identity(), newest).await {
+                Ok(()) => return Ok(true),
+                Err(error) => {
+                    tracing::error!(%error, "cannot save the bookmark; retrying");
+                    if !pause(shutdown, backoff.failed()).await {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles every message after the bookmark. Returns false on shutdown.
+    async fn backfill(
+        &mut self,
+        shutdown: &CancellationToken,
+        backoff: &mut Backoff,
+    ) -> Result<bool, Fatal> {
+        let mut anchor = match self.store.bookmark(self.identity()).await {
+            Ok(Some(bookmark)) => bookmark.last_message_id,
+            _ => return Ok(true),
+        };
+        loop {
+            let Some(page) = retrying(shutdown, backoff, || {
+                self.client
+                    .messages(Anchor::Id(anchor), 0, BACKFILL_PAGE, false, &[])
+            })
+            .await?
+            else {
+                return Ok(false);
+            };
+            let count = page.messages.len();
+            for message in page.messages {
+                anchor = anchor.max(message.id);
+                let flags = message.flags.clone();
+                if !self.handle(message, flags, true, shutdown).await {
+                    return Ok(false);
+                }
+            }
+            if count > 0 {
+                tracing::info!(profile = %self.profile.name, count, "back-filled messages");
+            }
+            self.flush_bookmark().await;
+            if page.found_newest || count == 0 {
+                return Ok(true);
+            }
+        }
+    }
+
+    async fn flush_bookmark(&mut self) {
+        if let Some(id) = self.pending_bookmark.take()
+            && let Err(error) = self.store.advance_bookmark(self.identity(), id).await
+        {
+            tracing::warn!(%error, "cannot save the bookmark; it is saved with the next message");
+            self.pending_bookmark = Some(id);
+        }
+    }
+
+    fn pass_over(&mut self, message_id: i64) {
+        self.pending_bookmark = Some(
+            self.pending_bookmark
+                .map_or(message_id, |b| b.max(message_id)),
+        );
+    }
+
+    /// Whether a sender is a bot, asked of the server once per sender.
+    async fn is_bot(&mut self, user_id: i64) -> bool {
+        if let Some(known) = self.known.get(&user_id) {
+            return *known;
+        }
+        match self.client.user(user_id).await {
+            Ok(user) => {
+                self.known.insert(user_id, user.is_bot);
+                user.is_bot
+            }
+            Err(error) => {
+                // Not cached: asked again next time.
+                tracing::warn!(%error, user_id, "cannot tell whether a sender is a bot; treating it as a person");
+                false
+            }
+        }
+    }
+
+    /// Handles one message. Returns false if shutdown interrupted it.
+    async fn handle(
+        &mut self,
+        message: Message,
+        flags: Vec<String>,
+        backfilled: bool,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let span = tracing::info_span!("message", id = message.id, sender = message.sender_id);
+        let _entered = span.enter();
+        if message.sender_id == self.me.user_id {
+            self.pass_over(message.id);
+            return true;
+        }
+        let from_executor = self
+            .profile
+            .executor_bot
+            .as_ref()
+            .is_some_and(|bot| bot.matches(message.sender_id as u64, &message.sender_email));
+        if from_executor {
+            // The executor's protocol lines are for the executor loop (a later
+            // milestone); count them so that nothing is silently dropped.
+            let (lines, malformed) = crate::protocol::parse_message(&message.content);
+            tracing::debug!(
+                lines = lines.len(),
+                malformed,
+                "a message from the executor"
+            );
+            self.pass_over(message.id);
+            return true;
+        }
+        if self.is_bot(message.sender_id).await {
+            tracing::debug!("ignoring another bot");
+            self.pass_over(message.id);
+            return true;
+        }
+        let place = match &message.display_recipient {
+            Recipient::Channel(channel) => {
+                if !self.profile.listens_in(channel) {
+                    self.pass_over(message.id);
+                    return true;
+                }
+                Place::Channel {
+                    channel: channel.clone(),
+                    topic: message.subject.clone(),
+                }
+            }
+            Recipient::Direct(people) => Place::Direct {
+                user_ids: people
+                    .iter()
+                    .map(|p| p.id)
+                    .filter(|id| *id != self.me.user_id)
+                    .collect(),
+            },
+        };
+        // Deliveries to non-subscribers carry no flags: read the text instead.
+        let mentioned = flags.iter().any(|f| f == "mentioned")
+            || (flags.is_empty() && crate::commands::mentions_bot(&message.content, &self.bot));
+        let timestamp: DateTime<Utc> = Utc
+            .timestamp_opt(message.timestamp, 0)
+            .single()
+            .unwrap_or_else(Utc::now);
+        let age = (Utc::now() - timestamp).to_std().unwrap_or_default();
+        let inbound = InboundMessage {
+            identity: self.profile.name.clone(),
+            transport: "zulip",
+            message_id: message.id,
+            sender: Sender {
+                user_id: message.sender_id,
+                email: message.sender_email.clone(),
+                full_name: message.sender_full_name.clone(),
+                is_bot: false,
+            },
+            place,
+            content: message.content,
+            mentioned,
+            timestamp,
+            late: backfilled && age > self.profile.zulip.late_command_age,
+        };
+        let ctx = ChatContext {
+            store: self.store,
+            profile: self.profile,
+            bot: &self.bot,
+            caps: ReplyCaps {
+                reactions: true,
+                max_message_chars: self.max_message_chars,
+            },
+            track_bookmark: true,
+        };
+        let mut backoff = Backoff::new();
+        loop {
+            match handle_message(&ctx, &inbound).await {
+                Ok(Handled::Replied { outbox }) => {
+                    tracing::debug!(outbox, "handled");
+                    self.outbox.notify_one();
+                    return true;
+                }
+                Ok(Handled::Duplicate) => {
+                    tracing::debug!("handled before");
+                    return true;
+                }
+                Ok(Handled::Ignored) => {
+                    self.pass_over(inbound.message_id);
+                    return true;
+                }
+                Err(error) => {
+                    // The database is down or busy: nothing was recorded, so
+                    // try the same message again rather than lose it.
+                    let wait = backoff.failed();
+                    tracing::error!(%error, wait_ms = wait.as_millis() as u64, "cannot handle a message; retrying");
+                    if !pause(shutdown, wait).await {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps unless shut down first; returns false on shutdown.
+pub(crate) async fn pause(shutdown: &CancellationToken, wait: Duration) -> bool {
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        _ = tokio::time::sleep(wait) => true,
+    }
+}
+
+/// Calls `f` until it succeeds, backing off on transient errors. `Ok(None)`
+/// on shutdown; `Err` for errors that retrying cannot fix.
+pub(crate) async fn retrying<T, F, Fut>(
+    shutdown: &CancellationToken,
+    backoff: &mut Backoff,
+    mut f: F,
+) -> Result<Option<T>, Fatal>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    loop {
+        let result = tokio::select! {
+            _ = shutdown.cancelled() => return Ok(None),
+            result = f() => result,
+        };
+        match result {
+            Ok(value) => {
+                backoff.succeeded();
+                return Ok(Some(value));
+            }
+            Err(error @ Error::Unauthorized { .. }) => return Err(Fatal::Zulip(error)),
+            Err(Error::RateLimited { retry_after }) => {
+                if !pause(shutdown, backoff.failed_at_least(retry_after)).await {
+                    return Ok(None);
+                }
+            }
+            Err(error) => {
+                let wait = backoff.failed();
+                tracing::warn!(%error, wait_ms = wait.as_millis() as u64, "a Zulip request failed; retrying");
+                if !pause(shutdown, wait).await {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+/// Whether the executor role answers here at all (it answers direct messages only).
+pub(crate) fn role_listens(profile: &Profile) -> &'static str {
+    match profile.role {
+        Role::Orchestrator => "commands in channels and direct messages",
+        Role::Executor => "direct messages (pointing to Eagle)",
+    }
+}

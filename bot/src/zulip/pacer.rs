@@ -1,0 +1,142 @@
+//! Pacing requests from the server's rate-limit headers.
+//!
+//! Every authenticated Zulip response says how many requests are left in the
+//! current window (`X-RateLimit-Remaining`) and when the window frees
+//! (`X-RateLimit-Reset`, integer UNIX seconds). The pacer spends the budget
+//! and, when it is used up, waits for the reset instead of being refused: a
+//! burst of replies goes out in full and in order, with no 429 at all. A 429
+//! that still happens (another client on the same bot) blocks the pacer for
+//! the server's `Retry-After`.
+
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Waiting a little past the reset covers clock skew and the rounding of
+/// the integer reset time.
+const SLACK: f64 = 0.15;
+
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct State {
+    /// Requests left in the window, as last reported (and spent since).
+    remaining: Option<u64>,
+    /// When the window frees, in UNIX seconds.
+    reset_at: Option<f64>,
+    /// No request before this time (after a 429), in UNIX seconds.
+    blocked_until: Option<f64>,
+}
+
+/// Paces one rate-limit bucket of one identity.
+#[derive(Debug, Default)]
+pub struct Pacer {
+    state: Mutex<State>,
+}
+
+/// Seconds since the UNIX epoch, as a float.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+impl Pacer {
+    pub fn new() -> Pacer {
+        Pacer::default()
+    }
+
+    /// Takes one request from the budget, or says how long to wait first.
+    pub fn reserve(&self, now: f64) -> Option<Duration> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(until) = state.blocked_until {
+            if now < until {
+                return Some(Duration::from_secs_f64(until - now));
+            }
+            state.blocked_until = None;
+        }
+        match (state.remaining, state.reset_at) {
+            (Some(0), Some(reset)) if now < reset + SLACK => {
+                Some(Duration::from_secs_f64(reset + SLACK - now))
+            }
+            (Some(0), _) => {
+                // The window has freed: the next response tells the new budget.
+                state.remaining = None;
+                None
+            }
+            (Some(left), _) => {
+                state.remaining = Some(left - 1);
+                None
+            }
+            (None, _) => None,
+        }
+    }
+
+    /// Waits until a request may be sent, and takes it from the budget.
+    pub async fn ready(&self) {
+        while let Some(wait) = self.reserve(unix_now()) {
+            tracing::debug!(
+                wait_ms = wait.as_millis() as u64,
+                "pacing to the server's rate limit"
+            );
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Learns the budget from a response's headers.
+    pub fn observe(&self, remaining: Option<u64>, reset_at: Option<f64>) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(remaining) = remaining {
+            state.remaining = Some(remaining);
+            state.reset_at = reset_at;
+        }
+    }
+
+    /// After a 429: nothing before `retry_after` from `now`.
+    pub fn retry_after(&self, now: f64, retry_after: Duration) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let until = now + retry_after.as_secs_f64();
+        state.blocked_until = Some(state.blocked_until.map_or(until, |u| u.max(until)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spends_the_budget_then_waits_for_the_reset() {
+        let pacer = Pacer::new();
+        let now = 1_000.0;
+        assert_eq!(pacer.reserve(now), None, "unknown budget: go");
+        pacer.observe(Some(2), Some(1_010.0));
+        assert_eq!(pacer.reserve(now), None);
+        assert_eq!(pacer.reserve(now), None);
+        let wait = pacer.reserve(now).expect("budget spent");
+        assert!(
+            (wait.as_secs_f64() - (10.0 + SLACK)).abs() < 1e-6,
+            "{wait:?}"
+        );
+        assert_eq!(
+            pacer.reserve(1_010.0 + SLACK + 0.01),
+            None,
+            "after the reset: go"
+        );
+    }
+
+    #[test]
+    fn the_server_count_wins() {
+        let pacer = Pacer::new();
+        pacer.observe(Some(0), Some(1_005.0));
+        assert!(pacer.reserve(1_000.0).is_some());
+        pacer.observe(Some(5), Some(1_006.0));
+        assert_eq!(pacer.reserve(1_000.0), None);
+    }
+
+    #[test]
+    fn a_429_blocks_for_retry_after() {
+        let pacer = Pacer::new();
+        pacer.retry_after(1_000.0, Duration::from_secs_f64(1.5));
+        let wait = pacer.reserve(1_000.5).expect("blocked");
+        assert!((wait.as_secs_f64() - 1.0).abs() < 1e-6);
+        assert_eq!(pacer.reserve(1_001.6), None);
+    }
+}

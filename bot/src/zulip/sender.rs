@@ -1,0 +1,273 @@
+//! Delivering the outbox: replies, reactions and edits, in order, through
+//! rate limits and server errors, exactly once.
+//!
+//! One instance per identity sends (a lease in the database elects it), so
+//! two instances of one profile never both post a reply. Before each
+//! delivery the attempt is recorded; an entry that was attempted before (the
+//! process died waiting for the answer) is first looked for in its topic, so
+//! a reply that reached the server is not posted again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::Error;
+use super::backoff::Backoff;
+use super::client::Client;
+use super::types::{Anchor, NarrowTerm};
+use crate::store::{Destination, OutboxItem, OutboxKind, Store};
+
+/// How long a sender's lease lasts without renewal (after a crash, another
+/// instance takes over within this).
+const LEASE_TTL: Duration = Duration::from_secs(10);
+/// How often the lease is renewed while idle.
+const LEASE_RENEW: Duration = Duration::from_secs(3);
+/// Entries read per pass.
+const BATCH: i64 = 100;
+/// How long shutdown waits for the outbox to drain.
+const FLUSH_DEADLINE: Duration = Duration::from_secs(15);
+
+/// What a pass over the outbox ended with.
+#[derive(Debug, PartialEq)]
+enum Pass {
+    /// Everything due went out.
+    Drained,
+    /// A delivery failed and is scheduled again; wait before the next pass.
+    Retry(Duration),
+    /// The server refuses the credentials.
+    Fatal(Error),
+}
+
+pub(crate) struct OutboxSender {
+    pub client: Arc<Client>,
+    pub store: Store,
+    pub identity: String,
+    pub me: i64,
+    /// A per-process name for the lease.
+    pub instance: String,
+    pub wake: Arc<Notify>,
+}
+
+impl OutboxSender {
+    fn lease(&self) -> String {
+        format!("outbox:{}", self.identity)
+    }
+
+    /// Delivers until `shutdown`, then flushes what it can and releases the lease.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
+        let mut backoff = Backoff::new();
+        loop {
+            let leader = match self
+                .store
+                .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
+                .await
+            {
+                Ok(leader) => leader,
+                Err(error) => {
+                    tracing::error!(%error, "cannot take the outbox lease; retrying");
+                    false
+                }
+            };
+            let mut wait = LEASE_RENEW;
+            if leader {
+                match self.pass().await {
+                    Pass::Drained => {
+                        backoff.succeeded();
+                        if let Ok(Some(due)) = self.store.next_outbox_due(&self.identity).await {
+                            let until = (due - chrono::Utc::now()).to_std().unwrap_or_default();
+                            wait = wait.min(until);
+                        }
+                    }
+                    Pass::Retry(after) => wait = after,
+                    Pass::Fatal(error) => return Err(error),
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        self.flush().await;
+        let _ = self
+            .store
+            .release_lease(&self.lease(), &self.instance)
+            .await;
+        Ok(())
+    }
+
+    /// On shutdown: deliver what is due, for a bounded time.
+    async fn flush(&self) {
+        if !matches!(
+            self.store
+                .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
+                .await,
+            Ok(true)
+        ) {
+            return;
+        }
+        let flushed = tokio::time::timeout(FLUSH_DEADLINE, async {
+            loop {
+                match self.pass().await {
+                    Pass::Drained => return true,
+                    Pass::Retry(wait) if wait < Duration::from_secs(3) => {
+                        tokio::time::sleep(wait).await
+                    }
+                    _ => return false,
+                }
+            }
+        })
+        .await;
+        if !matches!(flushed, Ok(true)) {
+            let left = self
+                .store
+                .undelivered_count(&self.identity)
+                .await
+                .unwrap_or(-1);
+            tracing::warn!(
+                left,
+                "shutting down with replies undelivered; they go out at the next start"
+            );
+        }
+    }
+
+    /// One pass: everything due, replies before reactions, each in id order.
+    async fn pass(&self) -> Pass {
+        let mut items = match self.store.due_outbox(&self.identity, BATCH).await {
+            Ok(items) => items,
+            Err(error) => {
+                tracing::error!(%error, "cannot read the outbox");
+                return Pass::Retry(Duration::from_secs(2));
+            }
+        };
+        // Under a tight rate limit the answers matter more than the reactions;
+        // each kind keeps its own order, and so does every topic.
+        items.sort_by_key(|item| {
+            (
+                matches!(
+                    item.kind,
+                    OutboxKind::ReactionAdd { .. } | OutboxKind::ReactionRemove { .. }
+                ),
+                item.id,
+            )
+        });
+        let mut backoff = Backoff::new();
+        for item in items {
+            loop {
+                match self.deliver(&item).await {
+                    Ok(server_id) => {
+                        if let Err(error) = self.store.outbox_delivered(item.id, server_id).await {
+                            tracing::error!(%error, id = item.id, "delivered, but cannot record it");
+                            return Pass::Retry(Duration::from_secs(2));
+                        }
+                        break;
+                    }
+                    // The pacer waits out the Retry-After; try the same entry again.
+                    Err(Error::RateLimited { .. }) => continue,
+                    Err(error @ Error::Unauthorized { .. }) => return Pass::Fatal(error),
+                    Err(error) if error.is_transient() => {
+                        let wait = backoff.failed();
+                        let retry_at = chrono::Utc::now()
+                            + chrono::TimeDelta::from_std(wait).unwrap_or_default();
+                        tracing::warn!(%error, id = item.id, wait_ms = wait.as_millis() as u64, "a delivery failed; retrying");
+                        let _ = self
+                            .store
+                            .outbox_failed(item.id, &error.to_string(), retry_at)
+                            .await;
+                        // Stop here: later entries must not overtake this one.
+                        return Pass::Retry(wait);
+                    }
+                    Err(error) => {
+                        tracing::error!(%error, id = item.id, "the server refused a delivery for good");
+                        let _ = self.store.outbox_gave_up(item.id, &error.to_string()).await;
+                        break;
+                    }
+                }
+            }
+        }
+        Pass::Drained
+    }
+
+    /// Delivers one entry; returns the id of a posted message.
+    async fn deliver(&self, item: &OutboxItem) -> Result<Option<i64>, Error> {
+        match &item.kind {
+            OutboxKind::Message { to, content } => {
+                if item.attempts > 0
+                    && let Some(found) = self.already_posted(to, content, item.in_reply_to).await?
+                {
+                    tracing::info!(
+                        id = item.id,
+                        message_id = found,
+                        "a reply sent before a restart had arrived; not sending it again"
+                    );
+                    return Ok(Some(found));
+                }
+                self.attempting(item).await?;
+                self.client.send(to, content).await.map(Some)
+            }
+            OutboxKind::ReactionAdd { message_id, emoji } => self
+                .client
+                .add_reaction(*message_id, emoji)
+                .await
+                .map(|_| None),
+            OutboxKind::ReactionRemove { message_id, emoji } => self
+                .client
+                .remove_reaction(*message_id, emoji)
+                .await
+                .map(|_| None),
+            OutboxKind::Edit {
+                message_id,
+                content,
+            } => {
+                self.attempting(item).await?;
+                self.client.edit(*message_id, content).await.map(|_| None)
+            }
+        }
+    }
+
+    async fn attempting(&self, item: &OutboxItem) -> Result<(), Error> {
+        // If this cannot be recorded, do not send: a crash after an
+        // unrecorded send would post the reply twice.
+        self.store
+            .outbox_attempting(item.id)
+            .await
+            .map_err(|e| Error::Transport(format!("cannot record the attempt: {e}")))
+    }
+
+    /// Looks for a message of the bot's with this content after the message
+    /// it answers, in the same topic or conversation.
+    async fn already_posted(
+        &self,
+        to: &Destination,
+        content: &str,
+        after: Option<i64>,
+    ) -> Result<Option<i64>, Error> {
+        let mut narrow = match to {
+            Destination::Channel { channel, topic } => {
+                vec![NarrowTerm::channel(channel), NarrowTerm::topic(topic)]
+            }
+            Destination::Direct { user_ids } => vec![NarrowTerm::dm(user_ids)],
+        };
+        narrow.push(NarrowTerm::sender(self.me));
+        let page = match after {
+            Some(id) => {
+                self.client
+                    .messages(Anchor::Id(id), 0, 100, false, &narrow)
+                    .await?
+            }
+            None => {
+                self.client
+                    .messages(Anchor::Newest, 100, 0, true, &narrow)
+                    .await?
+            }
+        };
+        let wanted = content.trim_end();
+        Ok(page
+            .messages
+            .iter()
+            .find(|m| m.sender_id == self.me && m.content.trim_end() == wanted)
+            .map(|m| m.id))
+    }
+}
