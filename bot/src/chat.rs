@@ -165,7 +165,8 @@ fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
         if let Some(title) = title {
             let description = lines.collect::<Vec<_>>().join("\n").trim().to_string();
             return Some(Intent::Capture {
-                title: title.to_string(),
+                // Removing a mention from the middle leaves a double space.
+                title: title.split_whitespace().collect::<Vec<_>>().join(" "),
                 description,
             });
         }
