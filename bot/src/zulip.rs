@@ -78,3 +78,34 @@ impl Error {
         }
     }
 }
+
+/// How Eagle mentions a person so that they are notified: `@**Name|id**`.
+/// The id disambiguates people who share a name; a name with `*` or `|`
+/// cannot break the syntax because Zulip matches the id.
+pub fn mention(full_name: &str, user_id: i64) -> String {
+    let name: String = full_name.chars().filter(|c| *c != '*' && *c != '|').collect();
+    format!("@**{}|{user_id}**", name.trim())
+}
+
+/// A mention that does not notify: `@_**Name|id**`.
+pub fn silent_mention(full_name: &str, user_id: i64) -> String {
+    format!("@_{}", &mention(full_name, user_id)[1..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mentions_use_name_and_id() {
+        assert_eq!(mention("Alex", 26), "@**Alex|26**");
+        assert_eq!(mention("Bad*Name|x", 3), "@**BadNamex|3**");
+        assert_eq!(silent_mention("Alex", 26), "@_**Alex|26**");
+        let bot = crate::commands::BotNames {
+            full_name: "Alex".into(),
+            user_id: Some(26),
+        };
+        assert!(crate::commands::mentions_bot(&format!("hi {}", mention("Alex", 26)), &bot));
+        assert!(!crate::commands::mentions_bot(&silent_mention("Alex", 26), &bot));
+    }
+}

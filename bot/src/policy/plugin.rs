@@ -511,6 +511,36 @@ impl LoadedPlugin {
     }
 }
 
+impl LoadedPlugin {
+    /// For benchmarks: `n` decisions in one store and instance (no fresh
+    /// instance per call), with unbounded fuel. Returns the total time.
+    pub fn warm_decisions(&self, request: &PolicyRequest, n: u32) -> Result<std::time::Duration, PluginError> {
+        let wit_request = bindings::exports::eagle::policy::policy::Request::from(request);
+        let limits = PluginLimits {
+            fuel: u64::MAX / 2,
+            ..self.limits
+        };
+        let mut store = Store::new(&self.engine, CallState::new(&self.identity.name, limits));
+        store.limiter(|state| state);
+        store.set_epoch_deadline(u64::MAX / 2);
+        store
+            .set_fuel(limits.fuel)
+            .map_err(|e| PluginError::Load(format!("{e:#}")))?;
+        let plugin = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| self.classify(&e, store.data()))?;
+        let started = std::time::Instant::now();
+        for _ in 0..n {
+            plugin
+                .eagle_policy_policy()
+                .call_decide(&mut store, &self.config_json, &wit_request)
+                .map_err(|e| self.classify(&e, store.data()))?;
+        }
+        Ok(started.elapsed())
+    }
+}
+
 /// The fail-closed vote on a request: escalate, naming the failure.
 pub fn failed_decision(plugin: PluginIdentity, error: PluginError) -> Vote<Verdict> {
     let text = error.to_string();
