@@ -222,27 +222,42 @@ impl Store {
     }
 
     /// Applies the embedded migrations; returns how many were new.
+    ///
+    /// Several processes may start at once on one database (both profiles,
+    /// or two instances). PostgreSQL serialises them with an advisory lock;
+    /// on SQLite a loser of the race sees the winner's work and retries.
     pub async fn migrate(&self) -> Result<usize> {
-        let migrate_error = |source| StoreError::Migrate {
-            url: self.url.clone(),
-            source,
+        let known = match &self.pool {
+            Pool::Sqlite(_) => sqlx::migrate!("../migrations/sqlite").iter().count(),
+            Pool::Postgres(_) => sqlx::migrate!("../migrations/postgres").iter().count(),
         };
-        let (migrator, before) = match &self.pool {
-            Pool::Sqlite(pool) => {
-                let migrator = sqlx::migrate!("../migrations/sqlite");
-                let before = self.applied_migrations().await.unwrap_or(0);
-                migrator.run(pool).await.map_err(migrate_error)?;
-                (migrator, before)
+        let before = self.applied_migrations().await.unwrap_or(0);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = match &self.pool {
+                Pool::Sqlite(pool) => sqlx::migrate!("../migrations/sqlite").run(pool).await,
+                Pool::Postgres(pool) => sqlx::migrate!("../migrations/postgres").run(pool).await,
+            };
+            match result {
+                Ok(()) => return Ok(known.saturating_sub(before)),
+                Err(source) => {
+                    let done = self.applied_migrations().await.unwrap_or(0);
+                    if done >= known {
+                        // Another process applied them meanwhile.
+                        return Ok(0);
+                    }
+                    if attempt >= 10 || self.backend() == Backend::Postgres {
+                        return Err(StoreError::Migrate {
+                            url: self.url.clone(),
+                            source,
+                        });
+                    }
+                    tracing::debug!(error = %source, attempt, "migration raced another process; retrying");
+                    tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
+                }
             }
-            Pool::Postgres(pool) => {
-                let migrator = sqlx::migrate!("../migrations/postgres");
-                let before = self.applied_migrations().await.unwrap_or(0);
-                migrator.run(pool).await.map_err(migrate_error)?;
-                (migrator, before)
-            }
-        };
-        let known = migrator.iter().count();
-        Ok(known.saturating_sub(before))
+        }
     }
 
     /// How many migrations the database has applied.

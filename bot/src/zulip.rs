@@ -83,7 +83,10 @@ impl Error {
 /// The id disambiguates people who share a name; a name with `*` or `|`
 /// cannot break the syntax because Zulip matches the id.
 pub fn mention(full_name: &str, user_id: i64) -> String {
-    let name: String = full_name.chars().filter(|c| *c != '*' && *c != '|').collect();
+    let name: String = full_name
+        .chars()
+        .filter(|c| *c != '*' && *c != '|')
+        .collect();
     format!("@**{}|{user_id}**", name.trim())
 }
 
@@ -105,7 +108,13 @@ mod tests {
             full_name: "Alex".into(),
             user_id: Some(26),
         };
-        assert!(crate::commands::mentions_bot(&format!("hi {}", mention("Alex", 26)), &bot));
-        assert!(!crate::commands::mentions_bot(&silent_mention("Alex", 26), &bot));
+        assert!(crate::commands::mentions_bot(
+            &format!("hi {}", mention("Alex", 26)),
+            &bot
+        ));
+        assert!(!crate::commands::mentions_bot(
+            &silent_mention("Alex", 26),
+            &bot
+        ));
     }
 }

@@ -8,5 +8,5 @@
 mod cli;
 mod policy;
 mod store;
-mod zulip;
 mod support;
+mod zulip;

@@ -514,7 +514,11 @@ impl LoadedPlugin {
 impl LoadedPlugin {
     /// For benchmarks: `n` decisions in one store and instance (no fresh
     /// instance per call), with unbounded fuel. Returns the total time.
-    pub fn warm_decisions(&self, request: &PolicyRequest, n: u32) -> Result<std::time::Duration, PluginError> {
+    pub fn warm_decisions(
+        &self,
+        request: &PolicyRequest,
+        n: u32,
+    ) -> Result<std::time::Duration, PluginError> {
         let wit_request = bindings::exports::eagle::policy::policy::Request::from(request);
         let limits = PluginLimits {
             fuel: u64::MAX / 2,

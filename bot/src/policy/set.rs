@@ -235,7 +235,11 @@ impl PolicyHost {
 
     /// For benchmarks: `n` decisions by the first loaded plugin in one
     /// instance, reused (the "warm" cost, without a fresh store per call).
-    pub fn warm_decisions(&self, request: &PolicyRequest, n: u32) -> Option<Result<std::time::Duration, PluginError>> {
+    pub fn warm_decisions(
+        &self,
+        request: &PolicyRequest,
+        n: u32,
+    ) -> Option<Result<std::time::Duration, PluginError>> {
         let set = self.inner.set.load();
         set.slots.iter().find_map(|slot| match &slot.state {
             SlotState::Ready(plugin) => Some(plugin.warm_decisions(request, n)),

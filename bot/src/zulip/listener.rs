@@ -88,12 +88,15 @@ impl<'a> Listener<'a> {
             all_public_streams: self.profile.zulip.all_public_streams,
         };
         let mut backoff = Backoff::new();
+        // Before the first queue exists: anything after the bookmark is
+        // back-filled, so nothing falls between the two.
+        if !self.ensure_bookmark(shutdown, &mut backoff).await? {
+            return Ok(());
+        }
         'register: loop {
-            let registration =
-                match retrying(shutdown, &mut backoff, || self.client.register(&params)).await? {
-                    Some(registration) => registration,
-                    None => return Ok(()),
-                };
+            let Some(registration) = self.register(&params, shutdown, &mut backoff).await? else {
+                return Ok(());
+            };
             self.max_message_chars = registration
                 .max_message_length
                 .unwrap_or(DEFAULT_MAX_MESSAGE);
@@ -104,9 +107,6 @@ impl<'a> Listener<'a> {
             let poll_timeout = longpoll + (longpoll / 10).max(Duration::from_secs(5));
             let queue_id = registration.queue_id.clone();
             tracing::info!(profile = %self.profile.name, queue_id, "event queue registered");
-            if !self.ensure_bookmark(shutdown, &mut backoff).await? {
-                return Ok(());
-            }
             let _ = self
                 .store
                 .record_queue(
@@ -138,11 +138,11 @@ impl<'a> Listener<'a> {
                         dont_block = false;
                         for event in events {
                             last_event_id = last_event_id.max(event.id());
-                            if let Event::Message { message, flags, .. } = event {
-                                if !self.handle(message, flags, false, shutdown).await {
-                                    self.delete_queue(&queue_id).await;
-                                    return Ok(());
-                                }
+                            if let Event::Message { message, flags, .. } = event
+                                && !self.handle(*message, flags, false, shutdown).await
+                            {
+                                self.delete_queue(&queue_id).await;
+                                return Ok(());
                             }
                         }
                         self.flush_bookmark().await;
@@ -167,6 +167,41 @@ impl<'a> Listener<'a> {
                         pause(shutdown, wait).await;
                     }
                 }
+            }
+        }
+    }
+
+    /// Registers a queue. The request itself is never abandoned half-way: a
+    /// queue the server created is deleted again if shutdown came meanwhile.
+    async fn register(
+        &self,
+        params: &RegisterParams,
+        shutdown: &CancellationToken,
+        backoff: &mut Backoff,
+    ) -> Result<Option<super::types::Registration>, Fatal> {
+        loop {
+            if shutdown.is_cancelled() {
+                return Ok(None);
+            }
+            let wait = match self.client.register(params).await {
+                Ok(registration) => {
+                    backoff.succeeded();
+                    if shutdown.is_cancelled() {
+                        self.delete_queue(&registration.queue_id).await;
+                        return Ok(None);
+                    }
+                    return Ok(Some(registration));
+                }
+                Err(error @ Error::Unauthorized { .. }) => return Err(Fatal::Zulip(error)),
+                Err(Error::RateLimited { retry_after }) => backoff.failed_at_least(retry_after),
+                Err(error) => {
+                    let wait = backoff.failed();
+                    tracing::warn!(%error, wait_ms = wait.as_millis() as u64, "registering an event queue failed; retrying");
+                    wait
+                }
+            };
+            if !pause(shutdown, wait).await {
+                return Ok(None);
             }
         }
     }

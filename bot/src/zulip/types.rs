@@ -45,7 +45,7 @@ pub(crate) struct EventsEnvelope {
 pub enum Event {
     Message {
         id: i64,
-        message: Message,
+        message: Box<Message>,
         #[serde(default)]
         flags: Vec<String>,
     },
