@@ -137,6 +137,7 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             let options = crate::shell::ShellOptions {
                 topic,
                 user,
+                login: env.get("USER").cloned().unwrap_or_else(|| "local".into()),
                 interactive: crate::shell::stdin_is_terminal(),
             };
             let stdin = tokio::io::BufReader::new(tokio::io::stdin());
@@ -187,7 +188,27 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             let store = open_store(&profile).await?;
             let shutdown = tokio_util::sync::CancellationToken::new();
             spawn_signal_handler(shutdown.clone())?;
-            let result = crate::zulip::bot::run(&profile, &creds, &store, shutdown).await;
+            // Eagle decides by its plugins: load them now (a plugin that fails
+            // is reported and votes escalate) and watch for drop-ins.
+            let watcher = match profile.role {
+                crate::profile::Role::Orchestrator => {
+                    let host = crate::policy::PolicyHost::load(
+                        &profile.policy,
+                        Some(profile.plugin_cache_dir()),
+                    )
+                    .await?;
+                    for plugin in host.plugins() {
+                        tracing::info!(plugin = %plugin.identity, state = %plugin.state, "policy plugin");
+                    }
+                    Some(host.spawn_watcher(shutdown.clone()))
+                }
+                crate::profile::Role::Executor => None,
+            };
+            let result = crate::zulip::bot::run(&profile, &creds, &store, shutdown.clone()).await;
+            shutdown.cancel();
+            if let Some(watcher) = watcher {
+                let _ = watcher.await;
+            }
             store.close().await;
             result?;
             tracing::info!(profile = %profile.name, "stopped cleanly");

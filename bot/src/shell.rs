@@ -29,13 +29,14 @@ pub struct ShellOptions {
     pub topic: String,
     /// Who the local user is (email or id); by default the profile's owner.
     pub user: Option<UserRef>,
+    /// The local login name (`$USER`), shown as the sender's name.
+    pub login: String,
     /// Print a banner and prompts (when standard input is a terminal).
     pub interactive: bool,
 }
 
 /// The local user as a message sender.
-fn local_sender(profile: &Profile, user: Option<&UserRef>) -> Sender {
-    let login = std::env::var("USER").unwrap_or_else(|_| "local".into());
+fn local_sender(profile: &Profile, user: Option<&UserRef>, login: &str) -> Sender {
     let who = user.or(profile.owner.as_ref());
     let (user_id, email) = match who {
         Some(UserRef::Id(id)) => (*id as i64, format!("{login}@localhost")),
@@ -45,7 +46,7 @@ fn local_sender(profile: &Profile, user: Option<&UserRef>) -> Sender {
     Sender {
         user_id,
         email,
-        full_name: login,
+        full_name: login.to_string(),
         is_bot: false,
     }
 }
@@ -76,7 +77,7 @@ where
         },
         track_bookmark: false,
     };
-    let sender = local_sender(profile, options.user.as_ref());
+    let sender = local_sender(profile, options.user.as_ref(), &options.login);
     if options.interactive {
         let banner = format!(
             "{} ({} profile) · database {} · you are {} in #{} > {}\n\

@@ -794,6 +794,10 @@ async fn check_verifies_credentials_and_subscriptions() {
 async fn no_api_key_reaches_a_trace_log() {
     let realm = Realm::start().await;
     let mut home = realm.home();
+    // Compile the plugins first: Cranelift logging every instruction at
+    // trace level would make the compile take minutes.
+    let warm = home.run(&["policy", "list"], "");
+    assert!(warm.status.success());
     home.set("RUST_LOG", "trace");
     let eagle = Running::start(&home, "eagle");
     realm.wait_listening(realm.eagle, 1).await;
