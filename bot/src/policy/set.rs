@@ -82,6 +82,22 @@ impl Slot {
         }
     }
 
+    /// This slot's vote on a request: the plugin's, or escalate if it never loaded.
+    fn decide(&self, request: &PolicyRequest) -> super::Vote<super::Verdict> {
+        match &self.state {
+            SlotState::Ready(plugin) => plugin.decide(request),
+            SlotState::Failed { error, .. } => failed_decision(self.identity(), error.clone()),
+        }
+    }
+
+    /// This slot's vote on a task: the plugin's, or keep if it never loaded.
+    fn filter(&self, task: &PolicyTask) -> super::Vote<super::FilterVerdict> {
+        match &self.state {
+            SlotState::Ready(plugin) => plugin.filter(task),
+            SlotState::Failed { error, .. } => failed_filter(self.identity(), error.clone()),
+        }
+    }
+
     /// Who votes for this slot: the plugin, or its source if it never loaded.
     fn identity(&self) -> PluginIdentity {
         match &self.state {
@@ -177,60 +193,48 @@ impl PolicyHost {
         PolicyHost::load(&settings, cache_dir).await
     }
 
+    /// Runs `f` on the current generation of plugins, off the async
+    /// threads (a plugin call may take up to its timeout). Decisions that
+    /// started keep their generation even if a reload swaps in another.
+    async fn evaluate<D: Send + 'static>(
+        &self,
+        f: impl FnOnce(&PluginSet) -> D + Send + 'static,
+    ) -> Result<D, tokio::task::JoinError> {
+        let set = self.inner.set.load_full();
+        tokio::task::spawn_blocking(move || f(&set)).await
+    }
+
     /// The votes of every plugin on a request, composed.
     pub async fn decide(&self, request: &PolicyRequest) -> Decision {
-        let set = self.inner.set.load_full();
         let request = request.clone();
-        let run = move || {
-            let votes = set
-                .slots
-                .iter()
-                .map(|slot| match &slot.state {
-                    SlotState::Ready(plugin) => plugin.decide(&request),
-                    SlotState::Failed { error, .. } => {
-                        failed_decision(slot.identity(), error.clone())
-                    }
-                })
-                .collect();
-            compose::decide(votes)
-        };
-        match tokio::task::spawn_blocking(run).await {
-            Ok(decision) => decision,
-            Err(error) => {
-                // A host bug, not a plugin's: still never approve.
-                tracing::error!(%error, "a policy evaluation failed");
-                compose::decide(vec![failed_decision(
-                    host_identity(),
-                    PluginError::Trap(format!("the evaluation failed: {error}")),
-                )])
-            }
-        }
+        let evaluated = self
+            .evaluate(move |set| {
+                compose::decide(set.slots.iter().map(|slot| slot.decide(&request)).collect())
+            })
+            .await;
+        evaluated.unwrap_or_else(|error| {
+            // A host bug, not a plugin's: still never approve.
+            tracing::error!(%error, "a policy evaluation failed");
+            compose::decide(vec![failed_decision(
+                host_identity(),
+                PluginError::Trap(format!("the evaluation failed: {error}")),
+            )])
+        })
     }
 
     /// The votes of every plugin on a task, composed.
     pub async fn filter(&self, task: &PolicyTask) -> FilterDecision {
-        let set = self.inner.set.load_full();
         let task = task.clone();
-        let run = move || {
-            let votes = set
-                .slots
-                .iter()
-                .map(|slot| match &slot.state {
-                    SlotState::Ready(plugin) => plugin.filter(&task),
-                    SlotState::Failed { error, .. } => {
-                        failed_filter(slot.identity(), error.clone())
-                    }
-                })
-                .collect();
-            compose::filter(votes)
-        };
-        match tokio::task::spawn_blocking(run).await {
-            Ok(decision) => decision,
-            Err(error) => {
-                tracing::error!(%error, "a policy evaluation failed");
-                compose::filter(vec![])
-            }
-        }
+        let evaluated = self
+            .evaluate(move |set| {
+                compose::filter(set.slots.iter().map(|slot| slot.filter(&task)).collect())
+            })
+            .await;
+        evaluated.unwrap_or_else(|error| {
+            // Never drop a task because of a host bug: keep it.
+            tracing::error!(%error, "a policy evaluation failed");
+            compose::filter(vec![])
+        })
     }
 
     /// For benchmarks: `n` decisions by the first loaded plugin in one

@@ -258,38 +258,33 @@ impl Client {
 
     /// Adds a reaction; one that exists already counts as success.
     pub async fn add_reaction(&self, message_id: i64, emoji: &str) -> Result<(), Error> {
-        let path = format!("messages/{message_id}/reactions");
-        match self
-            .call::<serde_json::Value>(
-                Method::POST,
-                &path,
-                &[("emoji_name", emoji.into())],
-                Bucket::Api,
-                REQUEST_TIMEOUT,
-            )
+        self.reaction(Method::POST, message_id, emoji, "REACTION_ALREADY_EXISTS")
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.code() == Some("REACTION_ALREADY_EXISTS") => Ok(()),
-            Err(e) => Err(e),
-        }
     }
 
     /// Removes a reaction; one that is gone already counts as success.
     pub async fn remove_reaction(&self, message_id: i64, emoji: &str) -> Result<(), Error> {
+        self.reaction(Method::DELETE, message_id, emoji, "REACTION_DOES_NOT_EXIST")
+            .await
+    }
+
+    /// A reaction call, idempotent: `done_already` (the state asked for
+    /// holds already) counts as success, so replays are harmless.
+    async fn reaction(
+        &self,
+        method: Method,
+        message_id: i64,
+        emoji: &str,
+        done_already: &str,
+    ) -> Result<(), Error> {
         let path = format!("messages/{message_id}/reactions");
+        let params = [("emoji_name", emoji.to_string())];
         match self
-            .call::<serde_json::Value>(
-                Method::DELETE,
-                &path,
-                &[("emoji_name", emoji.into())],
-                Bucket::Api,
-                REQUEST_TIMEOUT,
-            )
+            .call::<serde_json::Value>(method, &path, &params, Bucket::Api, REQUEST_TIMEOUT)
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if e.code() == Some("REACTION_DOES_NOT_EXIST") => Ok(()),
+            Err(e) if e.code() == Some(done_already) => Ok(()),
             Err(e) => Err(e),
         }
     }
