@@ -239,8 +239,11 @@ pub async fn handle_message(
             tx.commit().await?;
             n
         }
+        // A busy database or a lost connection: nothing happened; the
+        // transport tries the message again later.
+        Err(error) if error.is_transient() => return Err(error),
         Err(error) => {
-            drop(tx);
+            let _ = tx.rollback().await;
             apologize(ctx, message, &error).await?
         }
     };

@@ -99,13 +99,31 @@ impl DatabaseUrl {
 
     /// The URL with any password replaced by `***`, safe to print.
     pub fn redacted(&self) -> String {
+        const SECRET_PARAMS: &[&str] = &["password", "sslpassword", "passfile"];
         match url::Url::parse(self.expose()) {
-            Ok(mut url) if url.password().is_some() => {
-                let _ = url.set_password(Some("***"));
+            Ok(mut url) => {
+                if url.password().is_some() {
+                    let _ = url.set_password(Some("***"));
+                }
+                let hidden = url
+                    .query_pairs()
+                    .any(|(k, _)| SECRET_PARAMS.contains(&k.to_ascii_lowercase().as_str()));
+                if hidden {
+                    let pairs: Vec<(String, String)> = url
+                        .query_pairs()
+                        .map(|(k, v)| {
+                            let secret = SECRET_PARAMS.contains(&k.to_ascii_lowercase().as_str());
+                            (
+                                k.into_owned(),
+                                if secret { "***".into() } else { v.into_owned() },
+                            )
+                        })
+                        .collect();
+                    url.query_pairs_mut().clear().extend_pairs(pairs);
+                }
                 url.to_string()
             }
-            Ok(url) => url.to_string(),
-            Err(_) => "<unparseable database url>".into(),
+            Err(_) => "<not a URL>".into(),
         }
     }
 }

@@ -70,6 +70,30 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether trying again later may succeed: a lost connection, a busy or
+    /// locked database, a deadlock or serialisation failure.
+    pub fn is_transient(&self) -> bool {
+        let source = match self {
+            StoreError::Connect { .. } => return true,
+            StoreError::Query { source, .. } => source,
+            _ => return false,
+        };
+        match source {
+            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Protocol(_) => true,
+            sqlx::Error::Database(db) => {
+                let code = db.code().unwrap_or_default();
+                // SQLite: BUSY, LOCKED (and their extended codes); PostgreSQL:
+                // serialisation failure, deadlock, connection and shutdown classes.
+                matches!(
+                    code.as_ref(),
+                    "5" | "6" | "261" | "262" | "517" | "40001" | "40P01"
+                ) || code.starts_with("08")
+                    || code.starts_with("57P")
+            }
+            _ => false,
+        }
+    }
+
     /// Whether the error is a violated uniqueness constraint.
     pub fn is_unique_violation(&self) -> bool {
         match self {
@@ -158,6 +182,15 @@ impl Tx {
             TxInner::Postgres(tx) => tx.commit().await,
         }
         .op("committing")
+    }
+
+    /// Undoes the transaction's changes (dropping it does the same, later).
+    pub async fn rollback(self) -> Result<()> {
+        match self.inner {
+            TxInner::Sqlite(tx) => tx.rollback().await,
+            TxInner::Postgres(tx) => tx.rollback().await,
+        }
+        .op("rolling back")
     }
 
     /// The backend this transaction runs on.

@@ -317,6 +317,37 @@ async fn outbox_delivers_in_order_and_retries(db: Db) {
         store.due_outbox("executor", 10).await.unwrap()[0].attempts,
         0
     );
+
+    // A later reply to the same topic waits behind the failed one: never overtakes it.
+    let mut tx = store.begin_write().await.unwrap();
+    let second = tx
+        .enqueue(&NewOutboxItem {
+            identity: "eagle".into(),
+            kind: OutboxKind::Message {
+                to: channel.clone(),
+                content: "second".into(),
+            },
+            in_reply_to: Some(9),
+        })
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let ids: Vec<i64> = store
+        .due_outbox("eagle", 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|i| i.id)
+        .collect();
+    assert!(
+        !ids.contains(&second),
+        "the later reply overtook the failed one: {ids:?}"
+    );
+
+    // Delivered ids are recorded, so a crash check never takes one reply for another.
+    store.outbox_delivered(second, Some(777)).await.unwrap();
+    assert!(store.is_delivered_message("eagle", 777).await.unwrap());
+    assert!(!store.is_delivered_message("eagle", 778).await.unwrap());
 }
 
 async fn bookmarks_only_move_forward(db: Db) {

@@ -70,8 +70,13 @@ pub enum PluginError {
 pub struct CallState {
     plugin: String,
     limits: PluginLimits,
+    /// Linear memory in use across every memory of the call's instances:
+    /// the cap is on the total, so many small memories cannot add up past it.
+    memory_in_use: usize,
     /// Set when the plugin asked for more memory than its limit.
     memory_denied: Option<usize>,
+    /// Log lines seen this call (more than are kept are counted, not written).
+    log_lines: usize,
     /// Set when the plugin called a denied WASI function.
     denied: Option<String>,
     logs: Vec<(Level, String)>,
@@ -82,7 +87,9 @@ impl CallState {
         CallState {
             plugin: plugin.to_string(),
             limits,
+            memory_in_use: 0,
             memory_denied: None,
+            log_lines: 0,
             denied: None,
             logs: Vec::new(),
         }
@@ -92,24 +99,29 @@ impl CallState {
         self.logs
             .iter()
             .find_map(|(_, line)| line.strip_prefix("panic: "))
-            .map(|message| message.split_whitespace().collect::<Vec<_>>().join(" "))
+            .map(|message| {
+                let message = message.replace("\\n", " ");
+                message.split_whitespace().collect::<Vec<_>>().join(" ")
+            })
     }
 }
 
 impl ResourceLimiter for CallState {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.limits.memory_bytes {
-            self.memory_denied = Some(desired);
+        let total = self.memory_in_use - current.min(self.memory_in_use) + desired;
+        if total > self.limits.memory_bytes {
+            self.memory_denied = Some(total);
             wasmtime::bail!(
                 "memory limit of {} bytes exceeded",
                 self.limits.memory_bytes
             );
         }
+        self.memory_in_use = total;
         Ok(true)
     }
 
@@ -140,7 +152,25 @@ impl bindings::TypesHost for CallState {}
 
 impl bindings::Host for CallState {
     fn log(&mut self, level: Level, message: String) {
-        let mut message = message;
+        self.log_lines += 1;
+        if self.log_lines > MAX_LOG_LINES {
+            if self.log_lines == MAX_LOG_LINES + 1 {
+                tracing::warn!(plugin = %self.plugin, "the plugin logs too much; the rest of this call's lines are dropped");
+            }
+            return;
+        }
+        // Bounded, and with control characters escaped so that a plugin
+        // cannot forge lines of Eagle's own log.
+        let mut message: String = message
+            .chars()
+            .flat_map(|c| {
+                if c.is_control() {
+                    c.escape_default().collect::<Vec<_>>()
+                } else {
+                    vec![c]
+                }
+            })
+            .collect();
         if message.len() > MAX_LOG_LINE_BYTES {
             let mut end = MAX_LOG_LINE_BYTES;
             while !message.is_char_boundary(end) {
@@ -156,9 +186,7 @@ impl bindings::Host for CallState {
             Level::Warn => tracing::warn!(plugin, "{message}"),
             Level::Error => tracing::error!(plugin, "{message}"),
         }
-        if self.logs.len() < MAX_LOG_LINES {
-            self.logs.push((level, message));
-        }
+        self.logs.push((level, message));
     }
 }
 

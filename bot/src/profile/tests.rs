@@ -143,6 +143,12 @@ fn environment_overrides_scalars_lists_and_nested_keys() {
         profile.database_url.redacted(),
         "postgres://eagle:***@db/eagle"
     );
+    let with_param = DatabaseUrl::new("postgres://eagle@db/eagle?sslmode=require&password=s3cret");
+    assert_eq!(
+        with_param.redacted(),
+        "postgres://eagle@db/eagle?sslmode=require&password=***"
+    );
+    assert!(!format!("{with_param:?}").contains("s3cret"));
     // An empty list override empties the list.
     let profile = dir.load("p", &[("EAGLE_APPROVERS", "")]).unwrap();
     assert!(profile.approvers.is_empty());
@@ -197,6 +203,12 @@ fn bad_values_name_file_key_and_problem() {
             "hunter2",
             &[],
             format!("{}: database_url: unsupported scheme \"mysql\" (use sqlite:PATH or postgres://USER@HOST/DB)", file("p.toml")),
+        ),
+        (
+            "role = \"orchestrator\"\ndatabase_url = \"host=db password=hunter2 dbname=eagle\"\n",
+            "hunter2",
+            &[],
+            format!("{}: database_url: not a URL (use sqlite:PATH or postgres://USER@HOST/DB)", file("p.toml")),
         ),
         (
             "role = \"orchestrator\"\nowner = -3\n",

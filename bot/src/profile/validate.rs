@@ -116,13 +116,16 @@ pub fn validate(
             let scheme_ok = url.expose().starts_with("sqlite:") || url.is_postgres();
             if !scheme_ok {
                 // Never echo the URL itself: it may carry a password.
-                let scheme = url.expose().split(':').next().unwrap_or_default();
+                let what = match url.expose().split_once("://") {
+                    Some((scheme, _)) if !scheme.contains(char::is_whitespace) => {
+                        format!("unsupported scheme {scheme:?}")
+                    }
+                    _ => "not a URL".to_string(),
+                };
                 return Err(origins.error(
                     "database_url",
                     None,
-                    format!(
-                        "unsupported scheme {scheme:?} (use sqlite:PATH or postgres://USER@HOST/DB)"
-                    ),
+                    format!("{what} (use sqlite:PATH or postgres://USER@HOST/DB)"),
                 ));
             }
             url

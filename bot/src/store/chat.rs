@@ -298,11 +298,16 @@ impl Store {
     /// Undelivered outbox entries of an identity that are due, oldest first.
     pub async fn due_outbox(&self, identity: &str, limit: i64) -> Result<Vec<OutboxItem>> {
         let now = super::now();
+        // An entry waits while an earlier one with its ordering key (its
+        // topic) is undelivered, so a retried reply is never overtaken.
         let rows: Vec<OutboxRow> = on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT id, identity, kind, channel, topic, dm_user_ids, content, target_message_id, \
-                 attempts, ordering_key FROM outbox \
+                 attempts, ordering_key FROM outbox AS o \
                  WHERE identity = $1 AND delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at <= $2 \
+                 AND NOT EXISTS (SELECT 1 FROM outbox AS earlier \
+                     WHERE earlier.identity = o.identity AND earlier.ordering_key = o.ordering_key \
+                     AND earlier.id < o.id AND earlier.delivered_at IS NULL AND earlier.gave_up_at IS NULL) \
                  ORDER BY id LIMIT $3",
             )
             .bind(identity)
@@ -312,7 +317,36 @@ impl Store {
             .await
         })
         .op("reading the outbox")?;
-        rows.into_iter().map(OutboxRow::decode).collect()
+        let mut items = Vec::with_capacity(rows.len());
+        for row in rows {
+            let id = row.id;
+            match row.decode() {
+                Ok(item) => items.push(item),
+                Err(error) => {
+                    // One unreadable row must not block every reply after it.
+                    tracing::error!(id, %error, "an outbox entry cannot be read; giving up on it");
+                    self.outbox_gave_up(id, &error.to_string()).await?;
+                }
+            }
+        }
+        Ok(items)
+    }
+
+    /// Whether a server message id is recorded as the delivery of some entry.
+    pub async fn is_delivered_message(
+        &self,
+        identity: &str,
+        server_message_id: i64,
+    ) -> Result<bool> {
+        let found: Option<i64> = on_pool!(self, pool => {
+            sqlx::query_scalar("SELECT id FROM outbox WHERE identity = $1 AND delivered_message_id = $2 LIMIT 1")
+                .bind(identity)
+                .bind(server_message_id)
+                .fetch_optional(pool)
+                .await
+        })
+        .op("checking a delivered message")?;
+        Ok(found.is_some())
     }
 
     /// How many outbox entries of an identity are not delivered yet.
@@ -415,24 +449,35 @@ impl Store {
         owner: &str,
         ttl: std::time::Duration,
     ) -> Result<bool> {
-        let now = super::now();
-        let expires =
-            now + chrono::TimeDelta::from_std(ttl).unwrap_or(chrono::TimeDelta::seconds(30));
-        let holder: Option<String> = on_pool!(self, pool => {
-            sqlx::query_scalar(
-                "INSERT INTO leases (name, owner, expires_at, fence) VALUES ($1, $2, $3, 1) \
-                 ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at, \
+        const UPSERT: &str = "ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at, \
                      fence = leases.fence + CASE WHEN leases.owner = excluded.owner THEN 0 ELSE 1 END \
-                 WHERE leases.owner = excluded.owner OR leases.expires_at < $4 \
-                 RETURNING owner",
-            )
+                 WHERE leases.owner = excluded.owner OR leases.expires_at < ";
+        let holder: Option<String> = match &self.pool {
+            // One host's clock for every instance: the database server's.
+            super::Pool::Postgres(pool) => sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO leases (name, owner, expires_at, fence) \
+                 VALUES ($1, $2, now() + make_interval(secs => $3), 1) {UPSERT} now() RETURNING owner"
+            )))
             .bind(name)
             .bind(owner)
-            .bind(expires)
-            .bind(now)
+            .bind(ttl.as_secs_f64())
             .fetch_optional(pool)
-            .await
-        })
+            .await,
+            // SQLite is one file on one host: its clock is the processes' clock.
+            super::Pool::Sqlite(pool) => {
+                let now = super::now();
+                let expires = now + chrono::TimeDelta::from_std(ttl).unwrap_or(chrono::TimeDelta::seconds(30));
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                    "INSERT INTO leases (name, owner, expires_at, fence) VALUES ($1, $2, $3, 1) {UPSERT} $4 RETURNING owner"
+                )))
+                .bind(name)
+                .bind(owner)
+                .bind(expires)
+                .bind(now)
+                .fetch_optional(pool)
+                .await
+            }
+        }
         .op("taking a lease")?;
         Ok(holder.as_deref() == Some(owner))
     }

@@ -22,8 +22,9 @@ use super::types::{
 use crate::profile::ZulipCredentials;
 use crate::store::Destination;
 
-/// Timeout of an ordinary request.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Timeout of an ordinary request. The outbox lease outlives it, so a send
+/// in flight is over before another instance may take over.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long to wait for a TCP connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -95,6 +96,11 @@ impl Client {
             api: Pacer::new(),
             events: Pacer::new(),
         })
+    }
+
+    /// Waits until the rate limit lets a request through, without spending it.
+    pub async fn wait_for_budget(&self) {
+        self.api.wait_for_budget().await;
     }
 
     /// The bot's own account.

@@ -153,12 +153,13 @@ impl<'a> Listener<'a> {
                         continue 'register;
                     }
                     // A long poll that times out is normal: poll again at once.
-                    Err(Error::Timeout) => {}
+                    Err(Error::Timeout) => {
+                        tracing::debug!("the long poll timed out; polling again")
+                    }
                     Err(error @ Error::Unauthorized { .. }) => return Err(Fatal::Zulip(error)),
                     Err(Error::RateLimited { retry_after }) => {
-                        if !pause(shutdown, backoff.failed_at_least(retry_after)).await {
-                            continue;
-                        }
+                        // Shutdown during the wait is seen at the next poll.
+                        pause(shutdown, backoff.failed_at_least(retry_after)).await;
                     }
                     Err(error) => {
                         let wait = backoff.failed();
@@ -206,12 +207,17 @@ impl<'a> Listener<'a> {
         }
     }
 
+    /// Deletes the queue on the way out, briefly: an unreachable server must
+    /// not hold up shutdown (it expires the queue by itself).
     async fn delete_queue(&self, queue_id: &str) {
-        match self.client.delete_queue(queue_id).await {
-            Ok(()) | Err(Error::BadEventQueue) => {
+        let deleted =
+            tokio::time::timeout(Duration::from_secs(5), self.client.delete_queue(queue_id)).await;
+        match deleted {
+            Ok(Ok(()) | Err(Error::BadEventQueue)) => {
                 let _ = self.store.record_queue(self.identity(), None, None).await;
             }
-            Err(error) => tracing::warn!(%error, "could not delete the event queue"),
+            Ok(Err(error)) => tracing::warn!(%error, "could not delete the event queue"),
+            Err(_) => tracing::warn!("the server did not answer the queue deletion in time"),
         }
     }
 
@@ -261,9 +267,18 @@ impl<'a> Listener<'a> {
         shutdown: &CancellationToken,
         backoff: &mut Backoff,
     ) -> Result<bool, Fatal> {
-        let mut anchor = match self.store.bookmark(self.identity()).await {
-            Ok(Some(bookmark)) => bookmark.last_message_id,
-            _ => return Ok(true),
+        let mut anchor = loop {
+            match self.store.bookmark(self.identity()).await {
+                Ok(Some(bookmark)) => break bookmark.last_message_id,
+                Ok(None) => return Ok(true),
+                // Never skip a back-fill because the database hiccuped.
+                Err(error) => {
+                    tracing::error!(%error, "cannot read the bookmark; retrying");
+                    if !pause(shutdown, backoff.failed()).await {
+                        return Ok(false);
+                    }
+                }
+            }
         };
         loop {
             let Some(page) = retrying(shutdown, backoff, || {
@@ -357,11 +372,6 @@ impl<'a> Listener<'a> {
             self.pass_over(message.id);
             return true;
         }
-        if self.is_bot(message.sender_id).await {
-            tracing::debug!("ignoring another bot");
-            self.pass_over(message.id);
-            return true;
-        }
         let place = match &message.display_recipient {
             Recipient::Channel(channel) => {
                 if !self.profile.listens_in(channel) {
@@ -381,9 +391,17 @@ impl<'a> Listener<'a> {
                     .collect(),
             },
         };
-        // Deliveries to non-subscribers carry no flags: read the text instead.
-        let mentioned = flags.iter().any(|f| f == "mentioned")
-            || (flags.is_empty() && crate::commands::mentions_bot(&message.content, &self.bot));
+        // Asked of the server once per sender, so after the cheap filters.
+        if self.is_bot(message.sender_id).await {
+            tracing::debug!("ignoring another bot");
+            self.pass_over(message.id);
+            return true;
+        }
+        // The `mentioned` flag also stands for user-group mentions; only a
+        // mention of the bot itself captures a task. Deliveries to
+        // non-subscribers carry no flags at all: then the text decides.
+        let direct = crate::commands::mentions_bot(&message.content, &self.bot);
+        let mentioned = direct && (flags.is_empty() || flags.iter().any(|f| f == "mentioned"));
         let timestamp: DateTime<Utc> = Utc
             .timestamp_opt(message.timestamp, 0)
             .single()

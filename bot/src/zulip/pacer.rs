@@ -11,9 +11,24 @@
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Waiting a little past the reset covers clock skew and the rounding of
-/// the integer reset time.
-const SLACK: f64 = 0.15;
+/// Zulip truncates the reset time to whole seconds (`int(now + reset)`), so
+/// the window frees up to a second after the header says; wait that second.
+const SLACK: f64 = 1.0;
+/// No single wait is longer than this, whatever a header or a skewed clock says.
+const MAX_WAIT: Duration = Duration::from_secs(60);
+
+async fn pause(wait: Duration) {
+    tracing::debug!(
+        wait_ms = wait.as_millis() as u64,
+        "pacing to the server's rate limit"
+    );
+    tokio::time::sleep(wait).await;
+}
+
+/// A wait of `seconds`, clamped to `[0, MAX_WAIT]` (never panics on NaN or infinity).
+fn wait(seconds: f64) -> Duration {
+    Duration::try_from_secs_f64(seconds).map_or(MAX_WAIT, |d| d.min(MAX_WAIT))
+}
 
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 struct State {
@@ -46,24 +61,33 @@ impl Pacer {
 
     /// Takes one request from the budget, or says how long to wait first.
     pub fn reserve(&self, now: f64) -> Option<Duration> {
+        self.check(now, true)
+    }
+
+    /// Says how long to wait before a request may go, without taking it.
+    pub fn peek(&self, now: f64) -> Option<Duration> {
+        self.check(now, false)
+    }
+
+    fn check(&self, now: f64, take: bool) -> Option<Duration> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(until) = state.blocked_until {
             if now < until {
-                return Some(Duration::from_secs_f64(until - now));
+                return Some(wait(until - now));
             }
             state.blocked_until = None;
         }
         match (state.remaining, state.reset_at) {
-            (Some(0), Some(reset)) if now < reset + SLACK => {
-                Some(Duration::from_secs_f64(reset + SLACK - now))
-            }
+            (Some(0), Some(reset)) if now < reset + SLACK => Some(wait(reset + SLACK - now)),
             (Some(0), _) => {
                 // The window has freed: the next response tells the new budget.
                 state.remaining = None;
                 None
             }
             (Some(left), _) => {
-                state.remaining = Some(left - 1);
+                if take {
+                    state.remaining = Some(left - 1);
+                }
                 None
             }
             (None, _) => None,
@@ -73,11 +97,14 @@ impl Pacer {
     /// Waits until a request may be sent, and takes it from the budget.
     pub async fn ready(&self) {
         while let Some(wait) = self.reserve(unix_now()) {
-            tracing::debug!(
-                wait_ms = wait.as_millis() as u64,
-                "pacing to the server's rate limit"
-            );
-            tokio::time::sleep(wait).await;
+            pause(wait).await;
+        }
+    }
+
+    /// Waits until a request may be sent, without taking it from the budget.
+    pub async fn wait_for_budget(&self) {
+        while let Some(wait) = self.peek(unix_now()) {
+            pause(wait).await;
         }
     }
 
@@ -129,6 +156,18 @@ mod tests {
         assert!(pacer.reserve(1_000.0).is_some());
         pacer.observe(Some(5), Some(1_006.0));
         assert_eq!(pacer.reserve(1_000.0), None);
+    }
+
+    #[test]
+    fn absurd_headers_give_bounded_waits() {
+        let pacer = Pacer::new();
+        pacer.observe(Some(0), Some(f64::INFINITY));
+        assert_eq!(pacer.reserve(1_000.0), Some(MAX_WAIT));
+        pacer.observe(Some(0), Some(1e300));
+        assert_eq!(pacer.reserve(1_000.0), Some(MAX_WAIT));
+        let pacer = Pacer::new();
+        pacer.retry_after(1_000.0, Duration::from_secs(7200));
+        assert_eq!(pacer.reserve(1_000.0), Some(MAX_WAIT));
     }
 
     #[test]

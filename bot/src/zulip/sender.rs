@@ -20,10 +20,12 @@ use super::types::{Anchor, NarrowTerm};
 use crate::store::{Destination, OutboxItem, OutboxKind, Store};
 
 /// How long a sender's lease lasts without renewal (after a crash, another
-/// instance takes over within this).
-const LEASE_TTL: Duration = Duration::from_secs(10);
+/// instance takes over within this). It is renewed right before every
+/// delivery and outlives the request timeout, so a delivery still in flight
+/// is over before another instance may attempt the same entry.
+const LEASE_TTL: Duration = Duration::from_secs(20);
 /// How often the lease is renewed while idle.
-const LEASE_RENEW: Duration = Duration::from_secs(3);
+const LEASE_RENEW: Duration = Duration::from_secs(5);
 /// Entries read per pass.
 const BATCH: i64 = 100;
 /// How long shutdown waits for the outbox to drain.
@@ -36,6 +38,8 @@ enum Pass {
     Drained,
     /// A delivery failed and is scheduled again; wait before the next pass.
     Retry(Duration),
+    /// Another instance holds the lease now.
+    LostLease,
     /// The server refuses the credentials.
     Fatal(Error),
 }
@@ -72,7 +76,13 @@ impl OutboxSender {
             };
             let mut wait = LEASE_RENEW;
             if leader {
-                match self.pass().await {
+                let pass = tokio::select! {
+                    // A delivery cut short is recorded as attempted: the next
+                    // start looks for it before sending again.
+                    _ = shutdown.cancelled() => break,
+                    pass = self.pass() => pass,
+                };
+                match pass {
                     Pass::Drained => {
                         backoff.succeeded();
                         if let Ok(Some(due)) = self.store.next_outbox_due(&self.identity).await {
@@ -81,6 +91,7 @@ impl OutboxSender {
                         }
                     }
                     Pass::Retry(after) => wait = after,
+                    Pass::LostLease => {}
                     Pass::Fatal(error) => return Err(error),
                 }
             }
@@ -156,6 +167,21 @@ impl OutboxSender {
         let mut backoff = Backoff::new();
         for item in items {
             loop {
+                // Renew the lease right before the delivery, after any wait
+                // for the rate limit, so it outlives the request.
+                self.client.wait_for_budget().await;
+                match self
+                    .store
+                    .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => return Pass::LostLease,
+                    Err(error) => {
+                        tracing::error!(%error, "cannot renew the outbox lease");
+                        return Pass::Retry(Duration::from_secs(2));
+                    }
+                }
                 match self.deliver(&item).await {
                     Ok(server_id) => {
                         if let Err(error) = self.store.outbox_delivered(item.id, server_id).await {
@@ -172,16 +198,24 @@ impl OutboxSender {
                         let retry_at = chrono::Utc::now()
                             + chrono::TimeDelta::from_std(wait).unwrap_or_default();
                         tracing::warn!(%error, id = item.id, wait_ms = wait.as_millis() as u64, "a delivery failed; retrying");
-                        let _ = self
+                        if let Err(store_error) = self
                             .store
                             .outbox_failed(item.id, &error.to_string(), retry_at)
-                            .await;
+                            .await
+                        {
+                            tracing::error!(%store_error, id = item.id, "cannot record a failed delivery");
+                        }
                         // Stop here: later entries must not overtake this one.
                         return Pass::Retry(wait);
                     }
                     Err(error) => {
                         tracing::error!(%error, id = item.id, "the server refused a delivery for good");
-                        let _ = self.store.outbox_gave_up(item.id, &error.to_string()).await;
+                        if let Err(store_error) =
+                            self.store.outbox_gave_up(item.id, &error.to_string()).await
+                        {
+                            tracing::error!(%store_error, id = item.id, "cannot record a refused delivery");
+                            return Pass::Retry(Duration::from_secs(2));
+                        }
                         break;
                     }
                 }
@@ -264,10 +298,21 @@ impl OutboxSender {
             }
         };
         let wanted = content.trim_end();
-        Ok(page
-            .messages
-            .iter()
-            .find(|m| m.sender_id == self.me && m.content.trim_end() == wanted)
-            .map(|m| m.id))
+        for message in &page.messages {
+            if message.sender_id != self.me || message.content.trim_end() != wanted {
+                continue;
+            }
+            // The same text may answer an earlier command: skip the bot's
+            // messages that are recorded as another entry's delivery.
+            let taken = self
+                .store
+                .is_delivered_message(&self.identity, message.id)
+                .await
+                .map_err(|e| Error::Transport(format!("cannot read the outbox: {e}")))?;
+            if !taken {
+                return Ok(Some(message.id));
+            }
+        }
+        Ok(None)
     }
 }

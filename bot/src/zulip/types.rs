@@ -40,22 +40,55 @@ pub(crate) struct EventsEnvelope {
 }
 
 /// One event from a queue.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     Message {
         id: i64,
         message: Box<Message>,
-        #[serde(default)]
         flags: Vec<String>,
     },
     Heartbeat {
         id: i64,
     },
-    #[serde(untagged)]
+    /// Any other type, or a message event Eagle could not read (logged):
+    /// its id still counts for `last_event_id`.
     Other {
         id: i64,
     },
+}
+
+#[derive(Deserialize)]
+struct MessageEvent {
+    message: Box<Message>,
+    #[serde(default)]
+    flags: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        let id = value
+            .get("id")
+            .and_then(serde_json::Value::as_i64)
+            .ok_or_else(|| serde::de::Error::custom("an event without an integer id"))?;
+        Ok(
+            match value.get("type").and_then(serde_json::Value::as_str) {
+                Some("heartbeat") => Event::Heartbeat { id },
+                Some("message") => match serde_json::from_value::<MessageEvent>(value) {
+                    Ok(event) => Event::Message {
+                        id,
+                        message: event.message,
+                        flags: event.flags,
+                    },
+                    Err(error) => {
+                        tracing::warn!(event_id = id, %error, "a message event Eagle cannot read; skipped");
+                        Event::Other { id }
+                    }
+                },
+                _ => Event::Other { id },
+            },
+        )
+    }
 }
 
 impl Event {
@@ -107,11 +140,29 @@ pub struct Message {
 /// `GET /messages`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct MessagesPage {
+    /// The messages Eagle could read; one it cannot is logged and skipped,
+    /// rather than failing the whole page (and the back-fill with it).
+    #[serde(deserialize_with = "readable_messages")]
     pub messages: Vec<Message>,
     #[serde(default)]
     pub found_newest: bool,
     #[serde(default)]
     pub found_oldest: bool,
+}
+
+fn readable_messages<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<Message>, D::Error> {
+    let values = Vec::<serde_json::Value>::deserialize(deserializer)?;
+    Ok(values
+        .into_iter()
+        .filter_map(|value| {
+            let id = value.get("id").and_then(serde_json::Value::as_i64);
+            serde_json::from_value(value)
+                .map_err(|error| tracing::warn!(message_id = id, %error, "a message Eagle cannot read; skipped"))
+                .ok()
+        })
+        .collect())
 }
 
 /// `POST /messages`.
@@ -219,6 +270,18 @@ mod tests {
             Recipient::Channel("executor".into())
         );
         assert_eq!(events[2], Event::Other { id: 12 });
+        // A message event that cannot be read still yields its id.
+        let broken: Vec<Event> =
+            serde_json::from_str(r#"[{"type":"message","id":20,"message":{"id":"x"}}]"#).unwrap();
+        assert_eq!(broken, vec![Event::Other { id: 20 }]);
+        let page: MessagesPage = serde_json::from_str(
+            r#"{"messages":[{"id":1},{"id":2,"sender_id":5,"sender_full_name":"Iago","sender_email":"i@z.com",
+                "type":"stream","display_recipient":"x","subject":"t","content":"c","timestamp":1}],
+                "found_newest":true}"#,
+        )
+        .unwrap();
+        assert_eq!(page.messages.len(), 1);
+        assert_eq!(page.messages[0].id, 2);
         let Event::Message { message, .. } = &events[3] else {
             panic!("not a message")
         };

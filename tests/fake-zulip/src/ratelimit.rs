@@ -102,7 +102,9 @@ impl RateLimiter {
             allowed,
             limit: widest.1,
             remaining,
-            reset: (unix_now_f64() + free_in.as_secs_f64()).ceil() as u64,
+            // Zulip sends `int(time.time() + reset)`: truncated, so the
+            // window may free up to a second after the header says.
+            reset: (unix_now_f64() + free_in.as_secs_f64()) as u64,
             retry_after: retry_after.as_secs_f64(),
         })
     }
