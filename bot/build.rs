@@ -4,7 +4,7 @@
 //! The guest crates are a workspace of their own; this script runs cargo on
 //! it with a target directory shared by every build of the host (debug,
 //! release, clippy), so they compile once. The tests build their plugin
-//! fixtures into the same directory (`EAGLE_PLUGINS_TARGET_DIR`).
+//! fixtures into the same directory (`BUILT_PLUGINS_TARGET_DIR`, deliberately not an `EAGLE_` name: `cargo run` passes it to the binary, which refuses unknown `EAGLE_` variables).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -49,7 +49,7 @@ fn main() {
         .unwrap_or_else(|| out_dir.clone())
         .join("eagle-plugins");
     println!(
-        "cargo:rustc-env=EAGLE_PLUGINS_TARGET_DIR={}",
+        "cargo:rustc-env=BUILT_PLUGINS_TARGET_DIR={}",
         target_dir.display()
     );
 

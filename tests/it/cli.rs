@@ -59,6 +59,32 @@ fn shell_queues_lists_and_remembers() {
     assert!(home.dir.path().join("data/eagle.db").is_file());
 }
 
+/// `cargo run` hands the binary the environment cargo builds with (every
+/// `cargo:rustc-env` of the build script included); Eagle must start in it.
+#[test]
+fn shell_runs_in_the_environment_cargo_gives_it() {
+    let home = Home::new();
+    let mut cmd = std::process::Command::new(crate::support::eagle_bin());
+    cmd.arg("shell")
+        .envs(std::env::vars().filter(|(k, _)| {
+            k.starts_with("CARGO") || k.starts_with("EAGLE_") || k.starts_with("BUILT_")
+        }))
+        .envs(&home.env)
+        .current_dir(home.dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"!status\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("Nothing queued or running"), "{stdout}");
+}
+
 #[test]
 fn shell_answers_several_commands_and_bad_input() {
     let mut home = Home::new();

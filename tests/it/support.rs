@@ -210,7 +210,7 @@ pub fn text(output: &Output) -> (String, String) {
 
 /// Where the build script put the guest plugins (shared with the fixtures).
 pub fn plugins_target_dir() -> PathBuf {
-    PathBuf::from(env!("EAGLE_PLUGINS_TARGET_DIR"))
+    PathBuf::from(env!("BUILT_PLUGINS_TARGET_DIR"))
 }
 
 fn wasm_path(stem: &str) -> PathBuf {
