@@ -62,6 +62,7 @@ pub async fn run(
             fastrand::u32(..)
         ),
         wake: Arc::clone(&wake),
+        renewed: std::sync::Mutex::new(None),
     };
     // The sender outlives the listener: on shutdown it flushes what the
     // listener's last messages left in the outbox.

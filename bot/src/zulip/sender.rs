@@ -8,7 +8,7 @@
 //! a reply that reached the server is not posted again.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -24,6 +24,8 @@ use crate::store::{Destination, OutboxItem, OutboxKind, Store};
 /// delivery and outlives the request timeout, so a delivery still in flight
 /// is over before another instance may attempt the same entry.
 const LEASE_TTL: Duration = Duration::from_secs(20);
+/// A lease renewed this recently still outlives any request (20 s − 2 s > 15 s).
+const LEASE_FRESH: Duration = Duration::from_secs(2);
 /// How often the lease is renewed while idle.
 const LEASE_RENEW: Duration = Duration::from_secs(5);
 /// Entries read per pass.
@@ -52,11 +54,24 @@ pub(crate) struct OutboxSender {
     /// A per-process name for the lease.
     pub instance: String,
     pub wake: Arc<Notify>,
+    /// When this instance last renewed its lease (`None`: not yet).
+    pub renewed: std::sync::Mutex<Option<Instant>>,
 }
 
 impl OutboxSender {
     fn lease(&self) -> String {
         format!("outbox:{}", self.identity)
+    }
+
+    fn mark_renewed(&self) {
+        *self.renewed.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
+
+    fn lease_is_stale(&self) -> bool {
+        self.renewed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none_or(|at| at.elapsed() > LEASE_FRESH)
     }
 
     /// Delivers until `shutdown`, then flushes what it can and releases the lease.
@@ -68,7 +83,12 @@ impl OutboxSender {
                 .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
                 .await
             {
-                Ok(leader) => leader,
+                Ok(leader) => {
+                    if leader {
+                        self.mark_renewed();
+                    }
+                    leader
+                }
                 Err(error) => {
                     tracing::error!(%error, "cannot take the outbox lease; retrying");
                     false
@@ -167,19 +187,22 @@ impl OutboxSender {
         let mut backoff = Backoff::new();
         for item in items {
             loop {
-                // Renew the lease right before the delivery, after any wait
-                // for the rate limit, so it outlives the request.
+                // Right before the delivery, after any wait for the rate
+                // limit, the lease must have more time left than a request
+                // can take: renew it unless that is so already.
                 self.client.wait_for_budget().await;
-                match self
-                    .store
-                    .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
-                    .await
-                {
-                    Ok(true) => {}
-                    Ok(false) => return Pass::LostLease,
-                    Err(error) => {
-                        tracing::error!(%error, "cannot renew the outbox lease");
-                        return Pass::Retry(Duration::from_secs(2));
+                if self.lease_is_stale() {
+                    match self
+                        .store
+                        .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
+                        .await
+                    {
+                        Ok(true) => self.mark_renewed(),
+                        Ok(false) => return Pass::LostLease,
+                        Err(error) => {
+                            tracing::error!(%error, "cannot renew the outbox lease");
+                            return Pass::Retry(Duration::from_secs(2));
+                        }
                     }
                 }
                 match self.deliver(&item).await {
