@@ -159,7 +159,7 @@ fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
     if message.mentioned {
         let text = commands::strip_leading_mention(&message.content, ctx.bot)
             .map(str::to_string)
-            .unwrap_or_else(|| without_mentions(&message.content, ctx.bot));
+            .unwrap_or_else(|| commands::without_mentions(&message.content, ctx.bot));
         let mut lines = text.lines().map(str::trim_end);
         let title = lines.by_ref().map(str::trim).find(|l| !l.is_empty());
         if let Some(title) = title {
@@ -178,25 +178,6 @@ fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
         ));
     }
     None
-}
-
-/// Removes every mention of the bot from `text` (for a mention that is not at the start).
-fn without_mentions(text: &str, bot: &BotNames) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(at) = rest.find('@') {
-        out.push_str(&rest[..at]);
-        let candidate = &rest[at..];
-        match commands::strip_leading_mention(candidate, bot) {
-            Some(after) => rest = after,
-            None => {
-                out.push('@');
-                rest = &candidate[1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 /// Handles one inbound message: claims it, carries out what it asks, and

@@ -192,11 +192,7 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             // is reported and votes escalate) and watch for drop-ins.
             let watcher = match profile.role {
                 crate::profile::Role::Orchestrator => {
-                    let host = crate::policy::PolicyHost::load(
-                        &profile.policy,
-                        Some(profile.plugin_cache_dir()),
-                    )
-                    .await?;
+                    let host = crate::policy::PolicyHost::for_profile(&profile).await?;
                     for plugin in host.plugins() {
                         tracing::info!(plugin = %plugin.identity, state = %plugin.state, "policy plugin");
                     }
@@ -411,7 +407,20 @@ async fn check(profile: &Profile, env: &BTreeMap<String, String>) -> anyhow::Res
         "ok    zuliprc {}: {} at {}",
         creds.source, creds.email, creds.site
     );
-    let findings = crate::zulip::bot::check(profile, &creds).await;
+    let mut findings = crate::zulip::bot::check(profile, &creds).await;
+    // Eagle decides by its plugins: each must load.
+    if profile.role == crate::profile::Role::Orchestrator {
+        let host = crate::policy::PolicyHost::for_profile(profile).await?;
+        for plugin in host.plugins() {
+            findings.push(crate::zulip::bot::Finding {
+                ok: plugin.loaded,
+                text: format!(
+                    "policy plugin {} ({}): {}",
+                    plugin.identity, plugin.identity.source, plugin.state
+                ),
+            });
+        }
+    }
     let mut ok = true;
     for finding in &findings {
         println!(

@@ -11,6 +11,7 @@ mod parse;
 pub use handlers::{CommandReply, execute, queue as queue_task, task_gid};
 pub use parse::{
     BotNames, Invocation, ParseError, mentions_bot, parse_message, strip_leading_mention,
+    without_mentions,
 };
 
 /// Who may use a command.

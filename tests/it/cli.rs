@@ -251,6 +251,9 @@ fn no_secret_is_ever_printed() {
         format!("[api]\nemail={email}\nkey={key}\nsite=http://127.0.0.1:9/\n"),
     )
     .unwrap();
+    // Compile the plugins first (`check` loads them): Cranelift logging
+    // every instruction at trace level would take minutes.
+    assert!(home.run(&["policy", "list"], "").status.success());
     home.set("RUST_LOG", "trace");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let schema = runtime.block_on(PgSchema::create());

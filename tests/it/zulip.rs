@@ -494,6 +494,11 @@ async fn a_crash_before_the_reply_is_confirmed_loses_and_doubles_nothing() {
     );
     let (code, log) = eagle.stop();
     assert_eq!(code, Some(0), "{log}");
+    // The killed sender's lease was taken over at once, not waited out.
+    assert!(
+        log.contains("the previous sender died; taking over its lease"),
+        "{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -756,36 +761,49 @@ async fn a_wrong_key_stops_with_a_message_naming_the_profile() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_verifies_credentials_and_subscriptions() {
-    let realm = Realm::start().await;
-    let home = realm.home();
-    let out = tokio::task::spawn_blocking({
-        let home_cmd = home.command(&["check", "--profile", "executor"]);
-        move || {
-            let mut cmd = home_cmd;
-            cmd.output().unwrap()
-        }
-    })
-    .await
-    .unwrap();
+/// Runs `eagle check` off the runtime's threads (the fake serves on them).
+async fn check(home: &Home, profile: &str) -> (Option<i32>, String) {
+    let mut cmd = home.command(&["check", "--profile", profile]);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
     let (stdout, stderr) = crate::support::text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
-    assert!(stdout.contains("signed in to"), "{stdout}");
-    assert!(stdout.contains("subscribed to #executor"), "{stdout}");
+    (out.status.code(), format!("{stdout}{stderr}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_verifies_credentials_subscriptions_and_plugins() {
+    let realm = Realm::start().await;
+    let mut home = realm.home();
+    let (code, out) = check(&home, "executor").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("signed in to"), "{out}");
+    assert!(out.contains("subscribed to #executor"), "{out}");
 
     realm.fake.unsubscribe(realm.executor, "executor");
-    let out = tokio::task::spawn_blocking({
-        let mut cmd = home.command(&["check", "--profile", "executor"]);
-        move || cmd.output().unwrap()
-    })
-    .await
-    .unwrap();
-    let (stdout, _) = crate::support::text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let (code, out) = check(&home, "executor").await;
+    assert_eq!(code, Some(1), "{out}");
     assert!(
-        stdout.contains("FAIL  not subscribed to #executor: subscribe Исполнитель to it"),
-        "{stdout}"
+        out.contains("FAIL  not subscribed to #executor: subscribe Исполнитель to it"),
+        "{out}"
+    );
+
+    // Eagle's plugins must load.
+    let (code, out) = check(&home, "eagle").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("ok    policy plugin default-approval 0.1.0"),
+        "{out}"
+    );
+    let plugins = home.dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::write(plugins.join("broken.wasm"), b"not a component").unwrap();
+    home.set("EAGLE_POLICY__LOAD_ALL", "true");
+    let (code, out) = check(&home, "eagle").await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("FAIL  policy plugin") && out.contains("broken.wasm"),
+        "{out}"
     );
     realm.fake.assert_clean();
 }

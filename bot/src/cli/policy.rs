@@ -23,9 +23,9 @@ pub async fn run(
     match command {
         PolicyCommand::List(profile) => {
             let profile = super::load(dir, &profile.profile, env)?;
-            let host = PolicyHost::load(&profile.policy, Some(profile.plugin_cache_dir())).await?;
+            let host = PolicyHost::for_profile(&profile).await?;
             print!("{}", list(&host));
-            let failed = host.plugins().iter().any(|p| p.state.starts_with("failed"));
+            let failed = host.plugins().iter().any(|p| !p.loaded);
             Ok(if failed {
                 ExitCode::FAILURE
             } else {
@@ -67,7 +67,7 @@ pub async fn run(
                 None => {
                     let name = profile.unwrap_or_else(|| "eagle".into());
                     let profile = super::load(dir, &name, env)?;
-                    PolicyHost::load(&profile.policy, Some(profile.plugin_cache_dir())).await?
+                    PolicyHost::for_profile(&profile).await?
                 }
             };
             let report = match &input {
@@ -78,7 +78,7 @@ pub async fn run(
             let load_errors: Vec<String> = host
                 .plugins()
                 .into_iter()
-                .filter(|p| p.state.starts_with("failed"))
+                .filter(|p| !p.loaded)
                 .map(|p| format!("{}: {}", p.identity.source, p.state))
                 .collect();
             if load_errors.is_empty() {

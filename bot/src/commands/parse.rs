@@ -109,15 +109,41 @@ pub fn strip_leading_mention<'a>(text: &'a str, bot: &BotNames) -> Option<&'a st
     Some(after.trim_start())
 }
 
-/// Whether `text` mentions the bot anywhere (not silently): the fallback
-/// for deliveries that carry no `mentioned` flag.
-pub fn mentions_bot(text: &str, bot: &BotNames) -> bool {
-    text.match_indices("@**").any(|(at, _)| {
+/// Where `text` mentions the bot (loud or silent), as byte ranges that
+/// include the separators after a mention. Zulip's rule applies: a mention
+/// starts the text or follows whitespace or one of `'"({[/<`.
+fn mention_spans<'a>(
+    text: &'a str,
+    bot: &'a BotNames,
+) -> impl Iterator<Item = (usize, usize, bool)> + 'a {
+    text.match_indices('@').filter_map(move |(at, _)| {
         let before = text[..at].chars().next_back();
-        // Zulip's rule: a mention starts the text or follows whitespace or one of '"({[/<.
         let boundary = before.is_none_or(|c| c.is_whitespace() || "'\"({[/<".contains(c));
-        boundary && strip_leading_mention(&text[at..], bot).is_some()
+        let candidate = &text[at..];
+        let rest = strip_leading_mention(candidate, bot).filter(|_| boundary)?;
+        let silent = candidate.starts_with("@_");
+        Some((at, text.len() - rest.len(), silent))
     })
+}
+
+/// Whether `text` mentions the bot anywhere, not silently: the fallback for
+/// deliveries that carry no `mentioned` flag.
+pub fn mentions_bot(text: &str, bot: &BotNames) -> bool {
+    mention_spans(text, bot).any(|(_, _, silent)| !silent)
+}
+
+/// `text` with every mention of the bot taken out (the rest of a captured task).
+pub fn without_mentions(text: &str, bot: &BotNames) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    for (start, end, _) in mention_spans(text, bot) {
+        if start >= from {
+            out.push_str(&text[from..start]);
+            from = end;
+        }
+    }
+    out.push_str(&text[from..]);
+    out
 }
 
 /// The command word and arguments of a command line, if it is one.
@@ -614,6 +640,18 @@ mod tests {
         assert!(!mentions_bot("mail@**Eagle**", &bot));
         assert!(!mentions_bot("@**all** hello", &bot));
         assert!(!mentions_bot("@**Eagle|8**", &bot));
+        assert_eq!(
+            without_mentions("hey @**Eagle**: fix it", &bot),
+            "hey fix it"
+        );
+        assert_eq!(
+            without_mentions("@**Eagle** a @_**eagle|7** b", &bot),
+            "a b"
+        );
+        assert_eq!(
+            without_mentions("mail@**Eagle** stays", &bot),
+            "mail@**Eagle** stays"
+        );
     }
 
     #[test]

@@ -118,8 +118,10 @@ pub struct PluginStatus {
     pub identity: PluginIdentity,
     pub description: String,
     pub interface_version: Option<String>,
-    /// `ready`, `ready (cached)`, `switched off`, or `failed: …`.
+    /// `ready`, `ready (cached)`, `switched off …`, or `failed: …`.
     pub state: String,
+    /// Whether the plugin loaded (a failed one votes escalate / keep).
+    pub loaded: bool,
     pub limits: PluginLimits,
     /// A newer file refused while this version stays in place.
     pub rejected: Option<String>,
@@ -171,6 +173,11 @@ impl PolicyHost {
         let host = PolicyHost { inner };
         host.reload().await;
         Ok(host)
+    }
+
+    /// The host for a profile's plugins, with its compiled-plugin cache.
+    pub async fn for_profile(profile: &crate::profile::Profile) -> anyhow::Result<PolicyHost> {
+        PolicyHost::load(&profile.policy, Some(profile.plugin_cache_dir())).await
     }
 
     /// A host for one plugin file with default limits (`eagle policy test --plugin`).
@@ -278,6 +285,7 @@ impl PolicyHost {
                     description,
                     interface_version,
                     state,
+                    loaded: matches!(slot.state, SlotState::Ready(_)),
                     limits: slot.limits,
                     rejected: slot.rejected.clone(),
                 }

@@ -482,6 +482,17 @@ impl Store {
         Ok(holder.as_deref() == Some(owner))
     }
 
+    /// Who holds the lease `name`, if anyone (expired or not).
+    pub async fn lease_owner(&self, name: &str) -> Result<Option<String>> {
+        on_pool!(self, pool => {
+            sqlx::query_scalar("SELECT owner FROM leases WHERE name = $1")
+                .bind(name)
+                .fetch_optional(pool)
+                .await
+        })
+        .op("reading a lease")
+    }
+
     /// Gives up a lease held by `owner`.
     pub async fn release_lease(&self, name: &str, owner: &str) -> Result<()> {
         on_pool!(self, pool => {

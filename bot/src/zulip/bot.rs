@@ -36,7 +36,14 @@ pub async fn run(
             .with_context(|| format!("profile {}: cannot set up the HTTP client", profile.name))?,
     );
     let mut backoff = super::backoff::Backoff::new();
-    let me = match super::listener::retrying(&shutdown, &mut backoff, || client.me()).await {
+    let me = match super::listener::retrying(
+        &shutdown,
+        &mut backoff,
+        super::listener::InFlight::Abandon,
+        || client.me(),
+    )
+    .await
+    {
         Ok(Some(me)) => me,
         Ok(None) => return Ok(()),
         Err(Fatal::Zulip(error)) => return Err(unauthorized(profile, creds, &error)),
@@ -55,12 +62,7 @@ pub async fn run(
         store: store.clone(),
         identity: profile.name.clone(),
         me: me.user_id,
-        instance: format!(
-            "{}-{}-{:08x}",
-            hostname(),
-            std::process::id(),
-            fastrand::u32(..)
-        ),
+        instance: super::sender::instance_name(&hostname(), std::process::id()),
         wake: Arc::clone(&wake),
         renewed: std::sync::Mutex::new(None),
     };

@@ -180,30 +180,16 @@ impl<'a> Listener<'a> {
         shutdown: &CancellationToken,
         backoff: &mut Backoff,
     ) -> Result<Option<super::types::Registration>, Fatal> {
-        loop {
-            if shutdown.is_cancelled() {
-                return Ok(None);
+        let registered = retrying(shutdown, backoff, InFlight::Finish, || {
+            self.client.register(params)
+        })
+        .await?;
+        match registered {
+            Some(registration) if shutdown.is_cancelled() => {
+                self.delete_queue(&registration.queue_id).await;
+                Ok(None)
             }
-            let wait = match self.client.register(params).await {
-                Ok(registration) => {
-                    backoff.succeeded();
-                    if shutdown.is_cancelled() {
-                        self.delete_queue(&registration.queue_id).await;
-                        return Ok(None);
-                    }
-                    return Ok(Some(registration));
-                }
-                Err(error @ Error::Unauthorized { .. }) => return Err(Fatal::Zulip(error)),
-                Err(Error::RateLimited { retry_after }) => backoff.failed_at_least(retry_after),
-                Err(error) => {
-                    let wait = backoff.failed();
-                    tracing::warn!(%error, wait_ms = wait.as_millis() as u64, "registering an event queue failed; retrying");
-                    wait
-                }
-            };
-            if !pause(shutdown, wait).await {
-                return Ok(None);
-            }
+            other => Ok(other),
         }
     }
 
@@ -240,7 +226,7 @@ impl<'a> Listener<'a> {
                 }
             }
         }
-        let Some(page) = retrying(shutdown, backoff, || {
+        let Some(page) = retrying(shutdown, backoff, InFlight::Abandon, || {
             self.client.messages(Anchor::Newest, 1, 0, true, &[])
         })
         .await?
@@ -281,7 +267,7 @@ impl<'a> Listener<'a> {
             }
         };
         loop {
-            let Some(page) = retrying(shutdown, backoff, || {
+            let Some(page) = retrying(shutdown, backoff, InFlight::Abandon, || {
                 self.client
                     .messages(Anchor::Id(anchor), 0, BACKFILL_PAGE, false, &[])
             })
@@ -341,7 +327,8 @@ impl<'a> Listener<'a> {
         }
     }
 
-    /// Handles one message. Returns false if shutdown interrupted it.
+    /// Handles one message, in a span of its own (attached to the future,
+    /// not entered across awaits). Returns false if shutdown interrupted it.
     async fn handle(
         &mut self,
         message: Message,
@@ -349,8 +336,25 @@ impl<'a> Listener<'a> {
         backfilled: bool,
         shutdown: &CancellationToken,
     ) -> bool {
-        let span = tracing::info_span!("message", id = message.id, sender = message.sender_id);
-        let _entered = span.enter();
+        use tracing::Instrument as _;
+        let span = tracing::info_span!(
+            "message",
+            id = message.id,
+            sender = message.sender_id,
+            backfilled
+        );
+        self.handle_in_span(message, flags, backfilled, shutdown)
+            .instrument(span)
+            .await
+    }
+
+    async fn handle_in_span(
+        &mut self,
+        message: Message,
+        flags: Vec<String>,
+        backfilled: bool,
+        shutdown: &CancellationToken,
+    ) -> bool {
         if message.sender_id == self.me.user_id {
             self.pass_over(message.id);
             return true;
@@ -471,11 +475,22 @@ pub(crate) async fn pause(shutdown: &CancellationToken, wait: Duration) -> bool 
     }
 }
 
-/// Calls `f` until it succeeds, backing off on transient errors. `Ok(None)`
-/// on shutdown; `Err` for errors that retrying cannot fix.
+/// What shutdown does to a request in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InFlight {
+    /// Drop it: its effect does not matter.
+    Abandon,
+    /// Let it finish: the server may create something that must be undone.
+    Finish,
+}
+
+/// Calls `f` until it succeeds, backing off on transient errors (and waiting
+/// out `Retry-After`). `Ok(None)` on shutdown; `Err` for refused credentials,
+/// which retrying cannot fix.
 pub(crate) async fn retrying<T, F, Fut>(
     shutdown: &CancellationToken,
     backoff: &mut Backoff,
+    in_flight: InFlight,
     mut f: F,
 ) -> Result<Option<T>, Fatal>
 where
@@ -483,28 +498,31 @@ where
     Fut: std::future::Future<Output = Result<T, Error>>,
 {
     loop {
-        let result = tokio::select! {
-            _ = shutdown.cancelled() => return Ok(None),
-            result = f() => result,
+        if shutdown.is_cancelled() {
+            return Ok(None);
+        }
+        let result = match in_flight {
+            InFlight::Finish => f().await,
+            InFlight::Abandon => tokio::select! {
+                _ = shutdown.cancelled() => return Ok(None),
+                result = f() => result,
+            },
         };
-        match result {
+        let wait = match result {
             Ok(value) => {
                 backoff.succeeded();
                 return Ok(Some(value));
             }
             Err(error @ Error::Unauthorized { .. }) => return Err(Fatal::Zulip(error)),
-            Err(Error::RateLimited { retry_after }) => {
-                if !pause(shutdown, backoff.failed_at_least(retry_after)).await {
-                    return Ok(None);
-                }
-            }
+            Err(Error::RateLimited { retry_after }) => backoff.failed_at_least(retry_after),
             Err(error) => {
                 let wait = backoff.failed();
                 tracing::warn!(%error, wait_ms = wait.as_millis() as u64, "a Zulip request failed; retrying");
-                if !pause(shutdown, wait).await {
-                    return Ok(None);
-                }
+                wait
             }
+        };
+        if !pause(shutdown, wait).await {
+            return Ok(None);
         }
     }
 }

@@ -58,9 +58,54 @@ pub(crate) struct OutboxSender {
     pub renewed: std::sync::Mutex<Option<Instant>>,
 }
 
+/// A lease owner's name: `host#pid#random`.
+pub(crate) fn instance_name(host: &str, pid: u32) -> String {
+    format!("{host}#{pid}#{:08x}", fastrand::u32(..))
+}
+
+/// Whether a lease owner was a process on this host that is gone (killed,
+/// crashed): its lease need not be waited out. Where that cannot be told
+/// (another host, no `/proc`), the answer is no, and the lease expires.
+fn died_on_this_host(owner: &str, host: &str, own_pid: u32) -> bool {
+    let mut parts = owner.rsplitn(3, '#');
+    let (Some(_), Some(pid), Some(owner_host)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    let Ok(pid) = pid.parse::<u32>() else {
+        return false;
+    };
+    owner_host == host
+        && pid != own_pid
+        && std::path::Path::new("/proc/self").exists()
+        && !std::path::Path::new("/proc").join(pid.to_string()).exists()
+}
+
 impl OutboxSender {
     fn lease(&self) -> String {
         format!("outbox:{}", self.identity)
+    }
+
+    /// Takes or renews the lease; takes over at once from a holder that died
+    /// on this host (a restart after `kill -9` need not wait for expiry).
+    async fn take_lease(&self) -> crate::store::Result<bool> {
+        if self
+            .store
+            .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
+            .await?
+        {
+            return Ok(true);
+        }
+        let host = self.instance.rsplitn(3, '#').nth(2).unwrap_or_default();
+        match self.store.lease_owner(&self.lease()).await? {
+            Some(owner) if died_on_this_host(&owner, host, std::process::id()) => {
+                tracing::info!(owner, "the previous sender died; taking over its lease");
+                self.store.release_lease(&self.lease(), &owner).await?;
+                self.store
+                    .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
+                    .await
+            }
+            _ => Ok(false),
+        }
     }
 
     fn mark_renewed(&self) {
@@ -78,11 +123,7 @@ impl OutboxSender {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
         let mut backoff = Backoff::new();
         loop {
-            let leader = match self
-                .store
-                .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
-                .await
-            {
+            let leader = match self.take_lease().await {
                 Ok(leader) => {
                     if leader {
                         self.mark_renewed();
@@ -337,5 +378,27 @@ impl OutboxSender {
             }
         }
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_dead_process_on_this_host_loses_its_lease_early() {
+        let me = std::process::id();
+        let alive = format!("box-1#{me}#0000abcd");
+        assert!(!died_on_this_host(&alive, "box-1", me + 1));
+        // No process has pid u32::MAX - 1 on Linux (pid_max is far lower).
+        let dead = format!("box-1#{}#0000abcd", u32::MAX - 1);
+        assert!(died_on_this_host(&dead, "box-1", me));
+        assert!(
+            !died_on_this_host(&dead, "other-host", me),
+            "another host's process cannot be checked"
+        );
+        assert!(!died_on_this_host("garbage", "box-1", me));
+        let name = instance_name("my-host.example", 42);
+        assert_eq!(name.rsplitn(3, '#').nth(2), Some("my-host.example"));
     }
 }
