@@ -68,6 +68,9 @@ pub struct InboundMessage {
     pub content: String,
     /// Whether the message mentions the bot.
     pub mentioned: bool,
+    /// Posted where not everyone can read it (a direct message, a private
+    /// channel): what it captures is shown only where it is visible.
+    pub private: bool,
     pub timestamp: DateTime<Utc>,
     /// Found by back-fill and older than the profile's `late_command_age`:
     /// reported, not executed.

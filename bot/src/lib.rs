@@ -4,6 +4,7 @@
 //! everything else lives here, one module per concern. `ARCHITECTURE.md` at
 //! the repository root has the map.
 
+pub mod backoff;
 pub mod chat;
 pub mod cli;
 pub mod commands;

@@ -118,6 +118,7 @@ where
                 },
                 mentioned: crate::commands::strip_leading_mention(&line, &bot).is_some(),
                 content: line.clone(),
+                private: false,
                 timestamp: chrono::Utc::now(),
                 late: false,
             };

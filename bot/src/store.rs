@@ -13,7 +13,11 @@
 
 mod audit;
 mod chat;
+mod controls;
+mod requests;
+mod runs;
 mod tasks;
+mod watch;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -27,7 +31,16 @@ use crate::profile::DatabaseUrl;
 
 pub use audit::{AuditEntry, NewAuditEntry};
 pub use chat::{Bookmark, Destination, NewOutboxItem, OutboxItem, OutboxKind};
+pub use controls::{Control, Notice};
+pub use requests::{
+    Approval, NewRequest, Recorded, Request, RequestStatus, RequestVia, requests_summary,
+};
+pub use runs::{
+    Claim, ClaimLimits, Fence, RunEnd, Transition, WorkerMirror, run_transition_allowed,
+    task_transition_allowed,
+};
 pub use tasks::{NewRun, NewTask, Origin, Run, RunState, StatusCounts, Task, TaskStatus};
+pub use watch::Changes;
 
 /// How long a SQLite writer waits for another before giving up.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -67,6 +80,17 @@ pub enum StoreError {
     },
     #[error("the database holds a value Eagle does not understand: {0}")]
     Corrupt(String),
+    /// A state change the transition table does not allow.
+    #[error("{what} cannot go from {from} to {to}")]
+    IllegalTransition {
+        what: String,
+        from: &'static str,
+        to: &'static str,
+    },
+    /// A fenced write whose fence no longer holds: another runner (or a
+    /// human) changed the row since this runner claimed it.
+    #[error("{0} is no longer this runner's to change (its lease or attempt moved on)")]
+    Fenced(String),
 }
 
 impl StoreError {
@@ -156,6 +180,7 @@ pub(crate) use {on_pool, on_tx};
 pub struct Store {
     pool: Pool,
     url: String,
+    hub: std::sync::Arc<watch::Hub>,
 }
 
 impl std::fmt::Debug for Store {
@@ -172,16 +197,59 @@ enum TxInner {
 /// A transaction. Dropped without [`Tx::commit`], it rolls back.
 pub struct Tx {
     inner: TxInner,
+    hub: std::sync::Arc<watch::Hub>,
+    /// Whether committing must wake the loops that watch for changes.
+    notify: bool,
 }
 
 impl Tx {
-    /// Makes the transaction's changes durable.
+    /// Makes the transaction's changes durable (and, if [`Tx::notify`] was
+    /// called, tells the watching loops).
     pub async fn commit(self) -> Result<()> {
         match self.inner {
             TxInner::Sqlite(tx) => tx.commit().await,
             TxInner::Postgres(tx) => tx.commit().await,
         }
-        .op("committing")
+        .op("committing")?;
+        if self.notify {
+            self.hub.bump();
+        }
+        Ok(())
+    }
+
+    /// Asks for the watching loops (the decider, the runner, other
+    /// processes) to be woken when this transaction commits.
+    pub async fn notify(&mut self) -> Result<()> {
+        if self.notify {
+            return Ok(());
+        }
+        self.notify = true;
+        if let TxInner::Postgres(tx) = &mut self.inner {
+            // Delivered to every listener when (and only if) this commits.
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(watch::CHANNEL)
+                .execute(&mut **tx)
+                .await
+                .op("notifying other processes")?;
+        }
+        Ok(())
+    }
+
+    /// The current time by the clock every instance agrees on: the database
+    /// server's on PostgreSQL (hosts may disagree), the process's on SQLite
+    /// (one file on one host). Leases and deadlines are computed from it.
+    pub async fn clock(&mut self) -> Result<chrono::DateTime<chrono::Utc>> {
+        match &mut self.inner {
+            TxInner::Postgres(tx) => {
+                let now: chrono::DateTime<chrono::Utc> =
+                    sqlx::query_scalar("SELECT date_trunc('microseconds', clock_timestamp())")
+                        .fetch_one(&mut **tx)
+                        .await
+                        .op("reading the database clock")?;
+                Ok(now)
+            }
+            TxInner::Sqlite(_) => Ok(now()),
+        }
     }
 
     /// Undoes the transaction's changes (dropping it does the same, later).
@@ -251,7 +319,11 @@ impl Store {
                 .map_err(connect_error)?;
             Pool::Sqlite(pool)
         };
-        Ok(Store { pool, url: shown })
+        Ok(Store {
+            pool,
+            url: shown,
+            hub: watch::Hub::new(),
+        })
     }
 
     /// Applies the embedded migrations; returns how many were new.
@@ -331,7 +403,15 @@ impl Store {
                 TxInner::Postgres(pool.begin().await.op("starting a write transaction")?)
             }
         };
-        Ok(Tx { inner })
+        Ok(self.tx(inner))
+    }
+
+    fn tx(&self, inner: TxInner) -> Tx {
+        Tx {
+            inner,
+            hub: std::sync::Arc::clone(&self.hub),
+            notify: false,
+        }
     }
 
     /// Starts a read-only transaction: a consistent view for reports.
@@ -346,11 +426,12 @@ impl Store {
                     .op("starting a read transaction")?,
             ),
         };
-        Ok(Tx { inner })
+        Ok(self.tx(inner))
     }
 
     /// Closes every connection, waiting for them to finish.
     pub async fn close(&self) {
+        self.hub.stop.cancel();
         on_pool!(self, pool => pool.close().await)
     }
 }

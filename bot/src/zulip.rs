@@ -10,7 +10,6 @@
 //!   server errors, without posting a reply twice after a crash.
 //! * [`bot`]: `eagle run` and `eagle check` for one profile.
 
-pub mod backoff;
 pub mod bot;
 pub mod client;
 mod listener;

@@ -131,6 +131,7 @@ pub async fn queue(
             channel,
             topic,
             message_id: Some(message.message_id),
+            private: message.private,
         },
     };
     match tx.insert_task(&new).await? {

@@ -118,6 +118,9 @@ pub struct Origin {
     pub channel: Option<String>,
     pub topic: Option<String>,
     pub message_id: Option<i64>,
+    /// Captured in a direct message or a private channel: its text is shown
+    /// only where that origin is visible.
+    pub private: bool,
 }
 
 /// A task to put into the inbox.
@@ -163,6 +166,20 @@ pub struct Task {
     pub origin_channel: Option<String>,
     pub origin_topic: Option<String>,
     pub origin_message_id: Option<i64>,
+    pub origin_private: bool,
+}
+
+impl Task {
+    /// The conversation the task came from, for replies about it.
+    pub fn origin(&self) -> Origin {
+        Origin {
+            transport: self.origin_transport.clone().unwrap_or_default(),
+            channel: self.origin_channel.clone(),
+            topic: self.origin_topic.clone(),
+            message_id: self.origin_message_id,
+            private: self.origin_private,
+        }
+    }
 }
 
 /// A run to create for a task.
@@ -197,6 +214,41 @@ pub struct Run {
     pub worker_last_update: Option<DateTime<Utc>>,
     pub worker_stuck_count: i64,
     pub attempt: i64,
+    pub log_path: Option<String>,
+    pub worker_session_id: Option<String>,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub heartbeat_at: Option<DateTime<Utc>>,
+    pub prompt_kind: Option<String>,
+    pub failures: i64,
+    pub worker_pgid: Option<i64>,
+    pub worker_host: Option<String>,
+    pub worker_start_ticks: Option<i64>,
+    pub worker_started_at: Option<DateTime<Utc>>,
+    pub worker_alive_until: Option<DateTime<Utc>>,
+    pub worker_exit_code: Option<i64>,
+    pub worker_exit_file: Option<String>,
+    pub log_offset: i64,
+    pub socket_path: Option<String>,
+    pub token_sha256: Option<String>,
+    pub cost_usd: f64,
+    pub cost_cap_usd: Option<f64>,
+    pub turns: i64,
+    pub slot: Option<i64>,
+}
+
+impl Run {
+    /// The run's topic in the executor channel.
+    pub fn topic(&self) -> String {
+        self.thread_id
+            .clone()
+            .unwrap_or_else(|| format!("run {}", self.id))
+    }
+
+    /// Whether a worker process is believed to be running for this run.
+    pub fn has_worker(&self) -> bool {
+        self.worker_pid.is_some() && self.lease_owner.is_some()
+    }
 }
 
 /// How many tasks and runs are in each status and state.
@@ -206,21 +258,25 @@ pub struct StatusCounts {
     pub runs: Vec<(RunState, i64)>,
 }
 
-const TASK_COLUMNS: &str = "id, task_gid, added_at, updated_at, source, title, description, notes, \
+pub(super) const TASK_COLUMNS: &str = "id, task_gid, added_at, updated_at, source, title, description, notes, \
     links, tags, platform, assignee, task_state, status, status_reason, priority, complexity, \
     feasibility, analysis_summary, executor_run_id, requested_by, requested_by_id, \
-    origin_transport, origin_channel, origin_topic, origin_message_id";
+    origin_transport, origin_channel, origin_topic, origin_message_id, origin_private";
 
-const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, started_at, completed_at, state, \
-    state_reason, held, waiting_on, worktree_path, branch_name, pr_url, pr_number, thread_id, \
-    ci_attempts, worker_pid, worker_last_update, worker_stuck_count, attempt";
+pub(super) const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, started_at, \
+    completed_at, state, state_reason, held, waiting_on, worktree_path, branch_name, pr_url, \
+    pr_number, thread_id, ci_attempts, worker_pid, worker_last_update, worker_stuck_count, \
+    attempt, log_path, worker_session_id, lease_owner, lease_expires_at, heartbeat_at, \
+    prompt_kind, failures, worker_pgid, worker_host, worker_start_ticks, worker_started_at, \
+    worker_alive_until, worker_exit_code, worker_exit_file, log_offset, socket_path, \
+    token_sha256, cost_usd, cost_cap_usd, turns, slot";
 
 const OPEN_TASK_FILTER: &str = "status NOT IN ('skip', 'done', 'cancelled')";
 const OPEN_RUN_FILTER: &str = "state NOT IN ('complete', 'abandoned', 'cancelled')";
 
 /// Builds a query string from constant parts; the result only ever contains
 /// the literals above, never input.
-fn sql(parts: &[&str]) -> sqlx::AssertSqlSafe<String> {
+pub(super) fn sql(parts: &[&str]) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(parts.concat())
 }
 
@@ -233,8 +289,8 @@ impl Tx {
             sqlx::query_scalar(
                 "INSERT INTO executor_queue (task_gid, added_at, updated_at, source, title, \
                  description, requested_by, requested_by_id, origin_transport, origin_channel, \
-                 origin_topic, origin_message_id) \
-                 VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                 origin_topic, origin_message_id, origin_private) \
+                 VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
                  ON CONFLICT (task_gid) DO NOTHING RETURNING id",
             )
             .bind(&task.task_gid)
@@ -248,6 +304,7 @@ impl Tx {
             .bind(&task.origin.channel)
             .bind(&task.origin.topic)
             .bind(task.origin.message_id)
+            .bind(task.origin.private)
             .fetch_optional(conn)
             .await
         })

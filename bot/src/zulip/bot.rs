@@ -35,7 +35,7 @@ pub async fn run(
         Client::new(creds)
             .with_context(|| format!("profile {}: cannot set up the HTTP client", profile.name))?,
     );
-    let mut backoff = super::backoff::Backoff::new();
+    let mut backoff = crate::backoff::Backoff::new();
     let me = match super::listener::retrying(
         &shutdown,
         &mut backoff,

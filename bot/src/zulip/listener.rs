@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::Error;
-use super::backoff::Backoff;
+use crate::backoff::Backoff;
 use super::client::{Client, RegisterParams};
 use super::types::{Anchor, Event, Message, Recipient, User};
 use crate::chat::{ChatContext, Handled, InboundMessage, Place, ReplyCaps, Sender, handle_message};
@@ -421,6 +421,7 @@ impl<'a> Listener<'a> {
                 full_name: message.sender_full_name.clone(),
                 is_bot: false,
             },
+            private: matches!(place, Place::Direct { .. }),
             place,
             content: message.content,
             mentioned,

@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::Error;
-use super::backoff::Backoff;
+use crate::backoff::Backoff;
 use super::client::Client;
 use super::types::{Anchor, NarrowTerm};
 use crate::store::{Destination, OutboxItem, OutboxKind, Store};

@@ -1,4 +1,5 @@
-//! Jittered exponential backoff, as Zulip's web app does it: the n-th
+//! Jittered exponential backoff (used for Zulip, the database and workers),
+//! as Zulip's web app does it: the n-th
 //! consecutive failure waits `2^((n+1)/2)` seconds, capped at 90, scaled by
 //! a random factor in `[0.5, 1)` so that many clients do not retry in step.
 
