@@ -128,6 +128,8 @@ pub struct ChatContext<'a> {
     pub profile: &'a Profile,
     pub bot: &'a BotNames,
     pub caps: ReplyCaps,
+    /// Where Eagle posts about runs (the executor channel, under its identity).
+    pub poster: crate::mirror::Poster,
     /// Advance the identity's bookmark in the same transaction (Zulip; the
     /// shell has no stream to resume).
     pub track_bookmark: bool,
@@ -272,7 +274,7 @@ async fn act(
                         if matches!(command, commands::Command::Queue { title: Some(_), .. }) {
                             queue_ordinal += 1;
                         }
-                        commands::execute(tx, ctx.profile, message, command, queue_ordinal).await?
+                        commands::execute(tx, ctx, message, command, queue_ordinal).await?
                     }
                     Err(error) => CommandReply {
                         text: error.to_string(),

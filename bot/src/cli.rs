@@ -58,6 +58,49 @@ pub enum Command {
     /// Inspect and try the policy plugins.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// (For workers) ask the run's runner for permission and wait for the
+    /// decision: exit 0 approved, 1 denied (reason on stderr), 3 a human
+    /// decides or the run is held (stop now; you will be resumed), 4 could not ask.
+    Request {
+        /// Raise a question instead of asking permission ([ESCALATE: <topic>]).
+        #[arg(long)]
+        escalate: bool,
+        /// The action: run_tests, create_worktree, push_branch, open_draft_pr, merge_pr, …
+        action: String,
+        /// What exactly (the branch, the suite, the PR).
+        details: Vec<String>,
+    },
+    /// (For workers) hooks of coding agents that route tool permissions through Eagle.
+    #[command(subcommand)]
+    Hook(HookCommand),
+    /// A demo worker that walks the seed story (create_worktree and run_tests
+    /// approved, merge_pr escalated, then [DONE: pr_ready]); the shell uses it
+    /// when no worker command is configured.
+    DemoWorker {
+        /// The prompt (the demo only reads whether it is a resume).
+        prompt: Option<String>,
+    },
+    /// (Internal) starts a worker and records its exit status for the runner.
+    #[command(hide = true)]
+    WorkerShim {
+        /// After this many seconds the shim ends the worker's group itself.
+        #[arg(long)]
+        deadline: u64,
+        /// The worker's command line.
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// Claude Code's PreToolUse hook: reads the hook input on stdin and prints
+    /// Eagle's decision as the hook's JSON.
+    ClaudePretool {
+        /// Claude Code's timeout for this hook, in seconds; Eagle answers before it.
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -120,10 +163,62 @@ impl Command {
             _ => "warn",
         }
     }
+
+    /// Whether this is a command a worker runs: no profile, no database, no runtime.
+    pub fn is_worker_side(&self) -> bool {
+        matches!(
+            self,
+            Command::Request { .. }
+                | Command::Hook(_)
+                | Command::DemoWorker { .. }
+                | Command::WorkerShim { .. }
+        )
+    }
+}
+
+/// Runs a worker-side command (synchronously: no runtime, no profile).
+pub fn run_worker_side(cli: Cli, env: BTreeMap<String, String>) -> ExitCode {
+    match cli.command {
+        Command::Request {
+            escalate,
+            action,
+            details,
+        } => crate::worker::request(&env, &action, &details.join(" "), escalate),
+        Command::Hook(HookCommand::ClaudePretool { timeout }) => {
+            let (output, code) = crate::worker::hook_pretool(
+                &env,
+                std::time::Duration::from_secs(timeout.max(1)),
+                std::io::stdin().lock(),
+            );
+            println!("{output}");
+            code
+        }
+        Command::DemoWorker { prompt } => {
+            crate::worker::demo(&env, prompt.as_deref().unwrap_or_default())
+        }
+        Command::WorkerShim { deadline, argv } => {
+            crate::worker::shim(std::time::Duration::from_secs(deadline), &argv)
+        }
+        _ => ExitCode::from(2),
+    }
+}
+
+/// Keeps what Eagle holds private to its user: files it creates are not
+/// readable by others, and its memory and environment are not readable by
+/// other processes of its own user (a worker running as Eagle's user cannot
+/// read `/proc/<eagle>/environ`).
+fn harden() {
+    crate::runner::host::private_umask();
+    if let Err(error) = crate::runner::host::make_non_dumpable() {
+        tracing::warn!(%error, "cannot make the process non-dumpable");
+    }
 }
 
 /// Runs the parsed command line. `env` is the process environment, read once.
 pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<ExitCode> {
+    if cli.command.is_worker_side() {
+        return Ok(run_worker_side(cli, env));
+    }
     let dir = &cli.profiles_dir;
     match cli.command {
         Command::Shell {
@@ -133,12 +228,21 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
         } => {
             let profile = load(dir, &profile.profile, &env)?;
             let user = user.map(|u| parse_user(&u)).transpose().context("--user")?;
+            // The executor's settings, if there is an executor profile.
+            let executor = if dir.join("executor.toml").is_file() && profile.name != "executor" {
+                Some(load(dir, "executor", &env)?)
+            } else {
+                None
+            };
+            harden();
             let store = open_store(&profile).await?;
             let options = crate::shell::ShellOptions {
                 topic,
                 user,
                 login: env.get("USER").cloned().unwrap_or_else(|| "local".into()),
                 interactive: crate::shell::stdin_is_terminal(),
+                executor,
+                env: env.clone(),
             };
             let stdin = tokio::io::BufReader::new(tokio::io::stdin());
             crate::shell::run(&profile, &store, &options, stdin, tokio::io::stdout()).await?;
@@ -185,25 +289,24 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             let profile = load(dir, &profile.profile, &env)?;
             // Everything is validated before anything starts.
             let creds = profile.zulip_credentials(&env)?;
+            if profile.role == crate::profile::Role::Executor
+                && profile.runner.worker_command.is_none()
+            {
+                bail!(
+                    "profile {}: {}",
+                    profile.name,
+                    crate::runner::NO_WORKER_COMMAND
+                );
+            }
+            harden();
             let store = open_store(&profile).await?;
             let shutdown = tokio_util::sync::CancellationToken::new();
             spawn_signal_handler(shutdown.clone())?;
-            // Eagle decides by its plugins: load them now (a plugin that fails
-            // is reported and votes escalate) and watch for drop-ins.
-            let watcher = match profile.role {
-                crate::profile::Role::Orchestrator => {
-                    let host = crate::policy::PolicyHost::for_profile(&profile).await?;
-                    for plugin in host.plugins() {
-                        tracing::info!(plugin = %plugin.identity, state = %plugin.state, "policy plugin");
-                    }
-                    Some(host.spawn_watcher(shutdown.clone()))
-                }
-                crate::profile::Role::Executor => None,
-            };
+            let loops = start_role(&profile, &creds, &store, &env, &shutdown).await?;
             let result = crate::zulip::bot::run(&profile, &creds, &store, shutdown.clone()).await;
             shutdown.cancel();
-            if let Some(watcher) = watcher {
-                let _ = watcher.await;
+            for task in loops {
+                let _ = task.await;
             }
             store.close().await;
             result?;
@@ -215,6 +318,73 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             check(&profile, &env).await
         }
         Command::Policy(command) => policy::run(dir, command, &env).await,
+        Command::Request { .. }
+        | Command::Hook(_)
+        | Command::DemoWorker { .. }
+        | Command::WorkerShim { .. } => Ok(ExitCode::from(2)),
+    }
+}
+
+/// Starts what the profile's role does besides chat: Eagle's decider (with
+/// its plugins, watched for changes), or the executor's runner.
+async fn start_role(
+    profile: &Profile,
+    creds: &crate::profile::ZulipCredentials,
+    store: &Store,
+    env: &BTreeMap<String, String>,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let poster = crate::mirror::Poster {
+        identity: profile.name.clone(),
+        channel: profile.executor_channel.clone(),
+    };
+    match profile.role {
+        crate::profile::Role::Orchestrator => {
+            // Eagle decides by its plugins: load them now (a plugin that
+            // fails is reported and votes escalate) and watch for drop-ins.
+            let host = crate::policy::PolicyHost::for_profile(profile).await?;
+            for plugin in host.plugins() {
+                tracing::info!(plugin = %plugin.identity, state = %plugin.state, "policy plugin");
+            }
+            let watcher = host.spawn_watcher(shutdown.clone());
+            let people = crate::mirror::People {
+                owner_fallback: crate::zulip::bot::owner_mention(creds, profile.owner.as_ref())
+                    .await,
+                zulip: true,
+            };
+            let decider = crate::decisions::Decider {
+                store: store.clone(),
+                policy: host,
+                poster,
+                people,
+                settings: crate::decisions::DeciderSettings {
+                    reminder_after: profile.decisions.reminder_after,
+                    approval_ttl: profile.decisions.approval_ttl,
+                },
+            };
+            let stop = shutdown.clone();
+            Ok(vec![
+                watcher,
+                tokio::spawn(async move { decider.run(stop).await }),
+            ])
+        }
+        crate::profile::Role::Executor => {
+            let runner = crate::runner::Runner::new(
+                profile,
+                store.clone(),
+                crate::runner::RunnerOptions {
+                    identity: profile.name.clone(),
+                    people: crate::mirror::People {
+                        owner_fallback: profile.owner.as_ref().map(ToString::to_string),
+                        zulip: true,
+                    },
+                    demo_if_unset: false,
+                },
+                env.clone(),
+            )?;
+            let stop = shutdown.clone();
+            Ok(vec![tokio::spawn(async move { runner.run(stop).await })])
+        }
     }
 }
 

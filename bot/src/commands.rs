@@ -5,8 +5,10 @@
 //! definition of every command: the parser takes each command's usage from
 //! it and `!help` is generated from it, so the two cannot drift apart.
 
+mod control;
 mod handlers;
 mod parse;
+mod status;
 
 pub use handlers::{CommandReply, execute, queue as queue_task, task_gid};
 pub use parse::{
@@ -35,10 +37,6 @@ pub struct CommandSpec {
     /// More, for `!help <command>`.
     pub details: &'static str,
     pub access: Access,
-    /// Whether this version of Eagle carries it out. Commands of later
-    /// milestones are listed, parsed and access-checked, and then say plainly
-    /// that they are not available yet.
-    pub available: bool,
 }
 
 impl CommandSpec {
@@ -60,7 +58,6 @@ pub const SPECS: &[CommandSpec] = &[
         summary: "list the commands, or explain one",
         details: "`!help` lists every command; `!help queue` explains `!queue`.",
         access: Access::Anyone,
-        available: true,
     },
     CommandSpec {
         name: "queue",
@@ -70,7 +67,6 @@ pub const SPECS: &[CommandSpec] = &[
                   of the message become its description. Eagle answers with the task's id. \
                   `!queue` alone lists the open tasks.",
         access: Access::Anyone,
-        available: true,
     },
     CommandSpec {
         name: "status",
@@ -80,7 +76,6 @@ pub const SPECS: &[CommandSpec] = &[
                   (`!status page 2` shows more). `!status 12` shows task 12 with its runs; \
                   `!status run 42` shows run 42.",
         access: Access::Anyone,
-        available: true,
     },
     CommandSpec {
         name: "why",
@@ -89,65 +84,67 @@ pub const SPECS: &[CommandSpec] = &[
         details: "`!why task 12` lists who or what decided what about task 12, when, and why, \
                   including the policy plugin, its version and content hash.",
         access: Access::Anyone,
-        available: true,
     },
     CommandSpec {
         name: "approve",
-        args: "<run id> [request id]",
+        args: "<run id> [request id] [note]",
         summary: "approve a worker's pending request",
-        details: "`!approve 42` approves the request run 42 is waiting on; `!approve 42 7` \
-                  approves request 7 of run 42 exactly.",
+        details: "`!approve 42` approves the request run 42 is waiting on (when exactly one \
+                  waits); `!approve 42 7` approves request 7 of run 42 exactly. Words after the \
+                  ids are a note the worker gets when it is resumed: `!approve 42 7 squash it first`. \
+                  An approval binds to that request and its parameters: the worker may do exactly \
+                  what it asked, once.",
         access: Access::Approvers,
-        available: false,
     },
     CommandSpec {
         name: "deny",
         args: "<run id> [request id] <reason>",
         summary: "deny a worker's pending request, with a reason",
-        details: "`!deny 42 out of scope` denies the request run 42 is waiting on and tells \
-                  the worker why.",
+        details: "`!deny 42 out of scope` denies the request run 42 is waiting on; \
+                  `!deny 42 7 not now` denies request 7. The reason reaches the worker.",
         access: Access::Approvers,
-        available: false,
     },
     CommandSpec {
         name: "go",
         args: "<task id>",
         summary: "approve a task for execution",
-        details: "`!go 12` approves task 12 and queues a run for it.",
+        details: "`!go 12` approves task 12 and queues a run for it; a runner starts a worker \
+                  on it as soon as a slot is free. Its progress is posted in the executor channel, \
+                  topic `run <id>`.",
         access: Access::Approvers,
-        available: false,
     },
     CommandSpec {
         name: "cancel",
         args: "<run id>",
         summary: "stop a run for good",
-        details: "`!cancel 42` stops run 42's worker and marks the run cancelled.",
+        details: "`!cancel 42` stops run 42's worker (on whichever host it runs) and marks the \
+                  run cancelled; its open requests expire.",
         access: Access::Approvers,
-        available: false,
     },
     CommandSpec {
         name: "hold",
-        args: "<run id>",
-        summary: "keep a run from being worked on",
-        details: "`!hold 42` keeps run 42 where it is until `!unhold 42`.",
+        args: "<run id> | all",
+        summary: "stop a run's worker at a safe point and keep it stopped",
+        details: "`!hold 42` stops run 42's worker at a safe point and starts none until \
+                  `!unhold 42`. `!hold all` does that for every run and starts nothing new, \
+                  until `!unhold all`.",
         access: Access::Approvers,
-        available: false,
     },
     CommandSpec {
         name: "unhold",
-        args: "<run id>",
+        args: "<run id> | all",
         summary: "let a held run continue",
-        details: "`!unhold 42` releases a run held with `!hold`.",
+        details: "`!unhold 42` releases a run held with `!hold`; `!unhold all` undoes `!hold all`.",
         access: Access::Approvers,
-        available: false,
     },
     CommandSpec {
         name: "retry",
         args: "<run id>",
-        summary: "start a stuck or abandoned run again",
-        details: "`!retry 42` gives run 42 a fresh worker.",
+        summary: "start a held or abandoned run again",
+        details: "`!retry 42` gives run 42 a fresh worker after it was held for too many failed \
+                  attempts or its cost cap (which it raises by as much again), or after it was \
+                  abandoned.",
         access: Access::Approvers,
-        available: false,
     },
     CommandSpec {
         name: "pause",
@@ -155,7 +152,6 @@ pub const SPECS: &[CommandSpec] = &[
         summary: "stop claiming new work",
         details: "`!pause` lets running workers finish but starts no new ones until `!resume`.",
         access: Access::Approvers,
-        available: false,
     },
     CommandSpec {
         name: "resume",
@@ -163,7 +159,6 @@ pub const SPECS: &[CommandSpec] = &[
         summary: "claim new work again",
         details: "`!resume` undoes `!pause`.",
         access: Access::Approvers,
-        available: false,
     },
 ];
 
@@ -202,6 +197,13 @@ impl WhyTarget {
     }
 }
 
+/// One run, or every run (`!hold all`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOrAll {
+    Run(i64),
+    All,
+}
+
 /// A parsed command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -218,6 +220,7 @@ pub enum Command {
     Approve {
         run: i64,
         request: Option<i64>,
+        note: Option<String>,
     },
     Deny {
         run: i64,
@@ -231,10 +234,10 @@ pub enum Command {
         run: i64,
     },
     Hold {
-        run: i64,
+        target: RunOrAll,
     },
     Unhold {
-        run: i64,
+        target: RunOrAll,
     },
     Retry {
         run: i64,
@@ -273,13 +276,8 @@ pub fn help_text(command: Option<&str>) -> String {
                 Access::Anyone => "Anyone may use it.",
                 Access::Approvers => "Only the profile's approvers may use it.",
             };
-            let later = if spec.available {
-                ""
-            } else {
-                "\nNot available yet in this version of Eagle."
-            };
             format!(
-                "`{}`: {}\n{}\n{who}{later}",
+                "`{}`: {}\n{}\n{who}",
                 spec.usage(),
                 spec.summary,
                 spec.details
@@ -291,9 +289,6 @@ pub fn help_text(command: Option<&str>) -> String {
                 let mut notes = Vec::new();
                 if spec.access == Access::Approvers {
                     notes.push("approvers");
-                }
-                if !spec.available {
-                    notes.push("not available yet");
                 }
                 let notes = if notes.is_empty() {
                     String::new()

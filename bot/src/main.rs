@@ -7,6 +7,10 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = eagle::cli::Cli::parse();
+    if cli.command.is_worker_side() {
+        // A worker's own commands: no runtime, no profile, no logging setup.
+        return eagle::cli::run_worker_side(cli, eagle::profile::process_env());
+    }
     eagle::logging::init(cli.command.default_log_filter());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -205,6 +205,90 @@ pub struct PolicySettings {
     pub plugins: Vec<PluginSpec>,
 }
 
+/// How a worker program is driven.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerKind {
+    /// Claude Code: the runner chooses the session, resumes it, routes tool
+    /// permissions through Eagle with a PreToolUse hook, and reads cost and
+    /// turns from its stream-json output.
+    Claude,
+    /// Any other program: the prompt in, protocol lines out.
+    Generic,
+}
+
+/// The worker command of a profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerCommand {
+    /// As written, for messages.
+    pub template: String,
+    /// Split like a shell command line (no shell runs it); each word may
+    /// hold `{prompt}`, `{workdir}`, `{run}`, `{task}`, `{attempt}`.
+    pub argv: Vec<String>,
+    pub kind: WorkerKind,
+}
+
+/// The watchdog limits of one prompt kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindLimits {
+    /// No output for this long: the worker's process group is killed.
+    pub no_output: Duration,
+    /// Running for this long: the worker is asked to wrap up, then killed.
+    pub hard: Duration,
+}
+
+/// The executor's runner settings (`[runner]`).
+#[derive(Debug, Clone)]
+pub struct RunnerSettings {
+    /// `None`: not configured (the shell then uses the demo worker; `eagle
+    /// run` refuses to start).
+    pub worker_command: Option<WorkerCommand>,
+    /// Workers at once, across every runner sharing the database.
+    pub max_workers: i64,
+    /// Failed attempts before a run is held for its owner.
+    pub max_attempts: i64,
+    /// The most a run may cost (as the worker reports it), in USD.
+    pub max_cost_usd: Option<f64>,
+    /// The Unix user workers run as (Eagle must be able to switch to it).
+    pub worker_user: Option<String>,
+    /// Names of Eagle's environment variables a worker may see (its API key, say).
+    pub worker_env: Vec<String>,
+    /// The workers' `PATH` (default: Eagle's).
+    pub worker_path: Option<String>,
+    pub limits: KindLimits,
+    /// Per prompt kind (`investigation`, `continue`, `fix_ci`, `fix_comments`, `pr_review`).
+    pub kind_limits: BTreeMap<String, KindLimits>,
+    /// Between asking a worker to wrap up (and stopping a held one) and killing it.
+    pub wrap_up_grace: Duration,
+    /// How long `eagle request` waits for a decision before telling the worker to stop.
+    pub request_wait: Duration,
+    /// Claude Code's hook timeout; Eagle answers well before it.
+    pub hook_timeout: Duration,
+    /// Status lines of one run are posted at most this often (the newest wins).
+    pub status_interval: Duration,
+    /// Prompt templates overriding the built-in ones.
+    pub prompts_dir: Option<PathBuf>,
+    /// Where runs' working directories go (default: `<data dir>/<profile>/runs`).
+    pub runs_dir: Option<PathBuf>,
+    /// A git repository each run works in a clone of.
+    pub repo: Option<PathBuf>,
+    /// Extra rules for Claude Code's tool calls: a command prefix and its action.
+    pub hook_rules: Vec<(String, String)>,
+}
+
+impl RunnerSettings {
+    /// The limits of a prompt kind.
+    pub fn limits_for(&self, kind: &str) -> KindLimits {
+        self.kind_limits.get(kind).copied().unwrap_or(self.limits)
+    }
+}
+
+/// When Eagle reminds and expires escalations (`[decisions]`).
+#[derive(Debug, Clone, Copy)]
+pub struct DecisionSettings {
+    pub reminder_after: Duration,
+    pub approval_ttl: Duration,
+}
+
 /// A validated profile.
 #[derive(Debug, Clone)]
 pub struct Profile {
@@ -235,6 +319,10 @@ pub struct Profile {
     pub persona: Option<PathBuf>,
     pub zulip: ZulipSettings,
     pub policy: PolicySettings,
+    pub runner: RunnerSettings,
+    pub decisions: DecisionSettings,
+    /// How long `eagle shell` from a pipe waits for running workers at the end.
+    pub shell_wait: Duration,
 }
 
 impl Profile {
@@ -263,6 +351,14 @@ impl Profile {
     /// Where worker logs go.
     pub fn logs_dir(&self) -> PathBuf {
         self.state_dir().join("logs")
+    }
+
+    /// Where runs' working directories go.
+    pub fn runs_dir(&self) -> PathBuf {
+        self.runner
+            .runs_dir
+            .clone()
+            .unwrap_or_else(|| self.state_dir().join("runs"))
     }
 
     /// Whether the bot listens in `channel` (Unicode case-insensitive).

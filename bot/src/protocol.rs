@@ -7,6 +7,10 @@
 //! [APPROVED: run_tests] run:42 req:7 (policy: default-approval)
 //! ```
 //!
+//! Workers write `STATUS`, `REQUEST`, `DONE`, `ESCALATE` and `ACKNOWLEDGED`;
+//! only Eagle writes `APPROVED`, `DENIED`, `ESCALATED` and `EXPIRED`, and
+//! only its decider's records make them true: a line in chat is a mirror.
+//!
 //! Parsing is a pure function, linear in the input, with no guessing: a line
 //! that starts like a tag but is malformed is reported as such (the caller
 //! counts and ignores it), never repaired.
@@ -24,10 +28,11 @@ pub enum Tag {
     Approved,
     Denied,
     Escalated,
+    Expired,
 }
 
 impl Tag {
-    const ALL: [(Tag, &'static str); 8] = [
+    const ALL: [(Tag, &'static str); 9] = [
         (Tag::Status, "STATUS"),
         (Tag::Request, "REQUEST"),
         (Tag::Done, "DONE"),
@@ -36,6 +41,7 @@ impl Tag {
         (Tag::Approved, "APPROVED"),
         (Tag::Denied, "DENIED"),
         (Tag::Escalated, "ESCALATED"),
+        (Tag::Expired, "EXPIRED"),
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -74,6 +80,16 @@ impl fmt::Display for Line {
             write!(f, " {}", self.body)?;
         }
         Ok(())
+    }
+}
+
+impl Tag {
+    /// Whether workers may write this tag (the others are Eagle's answers).
+    pub fn is_worker_tag(self) -> bool {
+        matches!(
+            self,
+            Tag::Status | Tag::Request | Tag::Done | Tag::Escalate | Tag::Acknowledged
+        )
     }
 }
 

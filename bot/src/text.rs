@@ -17,6 +17,56 @@ pub fn fold_key(name: &str) -> String {
     name.to_lowercase()
 }
 
+/// `text` with every Zulip mention made inert: `@**…**` (people and the
+/// wildcards `all`, `everyone`, `channel`, `topic`), `@_**…**` and user
+/// groups `@*…*` get a zero-width space after the `@`, so echoed text never
+/// pings anyone and reads the same. Linear in the text.
+pub fn neutralize_mentions(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '@' && matches!(chars.peek(), Some('*') | Some('_')) {
+            out.push('\u{200B}');
+        }
+    }
+    out
+}
+
+/// `text` as one line of at most `max_chars` characters: line breaks and
+/// other control characters become spaces, runs of spaces collapse, and a
+/// cut is marked with `…`. For text from workers and plugins that Eagle
+/// shows: it cannot forge a line of its own.
+pub fn one_line(text: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max_chars * 4));
+    let mut count = 0;
+    let mut space = false;
+    for c in text.chars() {
+        let c = if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
+            ' '
+        } else {
+            c
+        };
+        if c == ' ' {
+            if space || count == 0 {
+                continue;
+            }
+            space = true;
+        } else {
+            space = false;
+        }
+        if count == max_chars {
+            let trimmed = out.trim_end().len();
+            out.truncate(trimmed);
+            out.push('…');
+            return out;
+        }
+        out.push(c);
+        count += 1;
+    }
+    out.trim_end().to_string()
+}
+
 /// Splits `text` into parts of at most `max_chars` characters (Unicode code
 /// points, which is how Zulip counts), preferring to cut at line breaks, then
 /// at spaces. Nothing is dropped: joining the parts gives back the text, up to
@@ -120,5 +170,28 @@ mod tests {
                 "unbalanced fence in {part:?}"
             );
         }
+    }
+
+    #[test]
+    fn mentions_are_made_inert() {
+        for (input, want) in [
+            ("@**all** look", "@\u{200B}**all** look"),
+            ("hi @_**Alex|3**", "hi @\u{200B}_**Alex|3**"),
+            ("@*admins* and a@b.c", "@\u{200B}*admins* and a@b.c"),
+            ("plain @ sign", "plain @ sign"),
+            ("trailing @", "trailing @"),
+        ] {
+            assert_eq!(neutralize_mentions(input), want);
+        }
+    }
+
+    #[test]
+    fn one_line_removes_breaks_and_caps() {
+        assert_eq!(one_line("a\nb\r\n\tc", 80), "a b c");
+        assert_eq!(one_line("  x  ", 80), "x");
+        assert_eq!(one_line("\u{1b}[31mred", 80), "[31mred");
+        assert_eq!(one_line("abcdefgh", 5), "abcde…");
+        assert_eq!(one_line("ab cd efgh", 6), "ab cd…");
+        assert_eq!(one_line("жжжж", 3), "жжж…");
     }
 }

@@ -28,6 +28,9 @@ ALTER TABLE executor_runs ADD COLUMN socket_path TEXT;
 -- SHA-256 of the per-attempt token the worker holds (the token itself is never stored).
 ALTER TABLE executor_runs ADD COLUMN token_sha256 TEXT;
 ALTER TABLE executor_runs ADD COLUMN cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0;
+-- Claude Code reports a session's cost cumulatively across resumes: what the
+-- current session had cost when the run last saw it.
+ALTER TABLE executor_runs ADD COLUMN session_cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0;
 ALTER TABLE executor_runs ADD COLUMN cost_cap_usd DOUBLE PRECISION;
 ALTER TABLE executor_runs ADD COLUMN turns BIGINT NOT NULL DEFAULT 0;
 -- The global worker slot the run's live worker holds.

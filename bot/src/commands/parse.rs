@@ -271,21 +271,24 @@ fn parse_command(word: &str, args: &str, body: &[&str]) -> Result<Command, Parse
         "queue" => Ok(queue(args, body)),
         "status" => status(&words).map_err(|m| ParseError::usage(spec, m)),
         "why" => why(&words).map_err(|m| ParseError::usage(spec, m)),
-        "approve" => match words.as_slice() {
-            [run] => Ok(Command::Approve {
-                run: id(run, "run").map_err(|m| ParseError::usage(spec, m))?,
-                request: None,
-            }),
-            [run, request] => Ok(Command::Approve {
-                run: id(run, "run").map_err(|m| ParseError::usage(spec, m))?,
-                request: Some(id(request, "request").map_err(|m| ParseError::usage(spec, m))?),
-            }),
-            [] => Err(ParseError::usage(spec, "`!approve` needs a run id.")),
-            _ => Err(ParseError::usage(
-                spec,
-                "`!approve` takes a run id and at most a request id.",
-            )),
-        },
+        "approve" => {
+            let Some((run, rest)) = words.split_first() else {
+                return Err(ParseError::usage(spec, "`!approve` needs a run id."));
+            };
+            let run = id(run, "run").map_err(|m| ParseError::usage(spec, m))?;
+            let (request, note) = match rest.split_first() {
+                Some((first, note)) if id(first, "request").is_ok() => {
+                    (id(first, "request").ok(), note)
+                }
+                _ => (None, rest),
+            };
+            let note = note.join(" ");
+            Ok(Command::Approve {
+                run,
+                request,
+                note: (!note.is_empty()).then_some(note),
+            })
+        }
         "deny" => {
             let Some((run, rest)) = words.split_first() else {
                 return Err(ParseError::usage(
@@ -319,10 +322,10 @@ fn parse_command(word: &str, args: &str, body: &[&str]) -> Result<Command, Parse
             run: one_id("run")?,
         }),
         "hold" => Ok(Command::Hold {
-            run: one_id("run")?,
+            target: run_or_all(&words).map_err(|m| ParseError::usage(spec, m))?,
         }),
         "unhold" => Ok(Command::Unhold {
-            run: one_id("run")?,
+            target: run_or_all(&words).map_err(|m| ParseError::usage(spec, m))?,
         }),
         "retry" => Ok(Command::Retry {
             run: one_id("run")?,
@@ -372,6 +375,15 @@ fn queue(args: &str, body: &[&str]) -> Command {
     Command::Queue {
         title: Some(title),
         description,
+    }
+}
+
+fn run_or_all(words: &[&str]) -> Result<super::RunOrAll, String> {
+    match words {
+        [word] if word.eq_ignore_ascii_case("all") => Ok(super::RunOrAll::All),
+        [run] => Ok(super::RunOrAll::Run(id(run, "run")?)),
+        [] => Err("Say which run, or `all`.".into()),
+        _ => Err("Give one run id, or `all`.".into()),
     }
 }
 
@@ -530,18 +542,36 @@ mod tests {
                 "!why 3",
                 "error: `!why` takes `task <id>`, `run <id>` or `request <id>`. | Usage: `!why task <id> | run <id> | request <id>`",
             ),
-            ("!approve 42", "Approve { run: 42, request: None }"),
+            (
+                "!approve 42",
+                "Approve { run: 42, request: None, note: None }",
+            ),
             (
                 "!approve run:42 req:7",
-                "Approve { run: 42, request: Some(7) }",
+                "Approve { run: 42, request: Some(7), note: None }",
             ),
             (
                 "!approve",
-                "error: `!approve` needs a run id. | Usage: `!approve <run id> [request id]`",
+                "error: `!approve` needs a run id. | Usage: `!approve <run id> [request id] [note]`",
             ),
             (
-                "!approve 42 7 8",
-                "error: `!approve` takes a run id and at most a request id. | Usage: `!approve <run id> [request id]`",
+                "!approve 42 7 squash it first",
+                "Approve { run: 42, request: Some(7), note: Some(\"squash it first\") }",
+            ),
+            (
+                "!approve 42 looks good",
+                "Approve { run: 42, request: None, note: Some(\"looks good\") }",
+            ),
+            (
+                "!approve x",
+                "error: \"x\" is not a run id (a positive number). | Usage: `!approve <run id> [request id] [note]`",
+            ),
+            ("!hold 4", "Hold { target: Run(4) }"),
+            ("!hold ALL", "Hold { target: All }"),
+            ("!unhold all", "Unhold { target: All }"),
+            (
+                "!hold",
+                "error: Say which run, or `all`. | Usage: `!hold <run id> | all`",
             ),
             (
                 "!deny 42 too risky",

@@ -13,11 +13,17 @@ use super::ProfileError;
 /// The environment prefix of profile overrides: `EAGLE_APPROVERS`, `EAGLE_ZULIP__LATE_COMMAND_AGE`.
 pub const ENV_PREFIX: &str = "EAGLE_";
 
-/// Variables that share the prefix but are not profile keys.
-pub const RESERVED_ENV: &[&str] = &["EAGLE_PROFILES_DIR"];
+/// Variables that share the prefix but are not profile keys: the profiles
+/// directory, and what a runner hands its workers (`eagle request` reads them).
+pub const RESERVED_ENV: &[&str] = &[
+    "EAGLE_PROFILES_DIR",
+    "EAGLE_RUN_ID",
+    "EAGLE_RUN_SOCKET",
+    "EAGLE_RUN_TOKEN",
+];
 
 /// Keys whose environment value is a comma-separated list.
-const LIST_KEYS: &[&str] = &["approvers", "channels"];
+const LIST_KEYS: &[&str] = &["approvers", "channels", "runner.worker_env"];
 
 /// Every key an environment variable may override, as a dotted path.
 const ENV_KEYS: &[&str] = &[
@@ -32,11 +38,31 @@ const ENV_KEYS: &[&str] = &[
     "executor_channel",
     "executor_bot",
     "persona",
+    "shell_wait",
     "zulip.late_command_age",
     "zulip.all_public_streams",
     "policy.dir",
     "policy.load_all",
     "policy.reload_interval",
+    "runner.worker_command",
+    "runner.worker_kind",
+    "runner.max_workers",
+    "runner.max_attempts",
+    "runner.max_cost_usd",
+    "runner.worker_user",
+    "runner.worker_env",
+    "runner.worker_path",
+    "runner.no_output_timeout",
+    "runner.hard_timeout",
+    "runner.wrap_up_grace",
+    "runner.request_wait",
+    "runner.hook_timeout",
+    "runner.status_interval",
+    "runner.prompts_dir",
+    "runner.runs_dir",
+    "runner.repo",
+    "decisions.reminder_after",
+    "decisions.approval_ttl",
 ];
 
 /// A user named in a profile: a Zulip user id or an email address.
@@ -63,10 +89,53 @@ pub struct RawProfile {
     pub executor_channel: Option<String>,
     pub executor_bot: Option<RawUserRef>,
     pub persona: Option<String>,
+    pub shell_wait: Option<String>,
     #[serde(default)]
     pub zulip: RawZulip,
     #[serde(default)]
     pub policy: RawPolicy,
+    pub runner: Option<RawRunner>,
+    pub decisions: Option<RawDecisions>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRunner {
+    pub worker_command: Option<String>,
+    pub worker_kind: Option<String>,
+    pub max_workers: Option<i64>,
+    pub max_attempts: Option<i64>,
+    pub max_cost_usd: Option<f64>,
+    pub worker_user: Option<String>,
+    pub worker_env: Option<Vec<String>>,
+    pub worker_path: Option<String>,
+    pub no_output_timeout: Option<String>,
+    pub hard_timeout: Option<String>,
+    pub wrap_up_grace: Option<String>,
+    pub request_wait: Option<String>,
+    pub hook_timeout: Option<String>,
+    pub status_interval: Option<String>,
+    pub prompts_dir: Option<String>,
+    pub runs_dir: Option<String>,
+    pub repo: Option<String>,
+    /// Per prompt kind: `[runner.kinds.fix_ci] hard_timeout = "1h"`.
+    pub kinds: Option<std::collections::BTreeMap<String, RawKindLimits>>,
+    /// Extra rules for Claude Code's tool calls: command prefix → action.
+    pub hook_rules: Option<std::collections::BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKindLimits {
+    pub no_output_timeout: Option<String>,
+    pub hard_timeout: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDecisions {
+    pub reminder_after: Option<String>,
+    pub approval_ttl: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -4,10 +4,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::raw::{RawPlugin, RawProfile, RawUserRef};
+use super::raw::{RawDecisions, RawPlugin, RawProfile, RawRunner, RawUserRef};
 use super::{
-    DatabaseUrl, PluginLimits, PluginSource, PluginSpec, PolicySettings, Profile, ProfileError,
-    Role, UserRef, ZulipSettings, default_data_dir,
+    DatabaseUrl, DecisionSettings, KindLimits, PluginLimits, PluginSource, PluginSpec,
+    PolicySettings, Profile, ProfileError, Role, RunnerSettings, UserRef, WorkerCommand,
+    WorkerKind, ZulipSettings, default_data_dir,
 };
 
 /// The plugins compiled into the binary.
@@ -16,6 +17,20 @@ pub const BUILTIN_PLUGINS: &[&str] = &["default-approval", "default-filter"];
 const DEFAULT_LATE_COMMAND_AGE: Duration = Duration::from_secs(24 * 60 * 60);
 const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(2);
 const MAX_TOPIC_CHARS: usize = 60;
+const DEFAULT_SHELL_WAIT: Duration = Duration::from_secs(60);
+
+/// What a worker command may hold besides plain words.
+pub const WORKER_PLACEHOLDERS: &[&str] = &["prompt", "workdir", "run", "task", "attempt"];
+/// The prompt kinds, as `[runner.kinds.<kind>]` names them.
+pub const PROMPT_KINDS: &[&str] = &[
+    "investigation",
+    "continue",
+    "fix_ci",
+    "fix_comments",
+    "pr_review",
+];
+/// The actions the hook table may map a command to (`read` needs no request).
+const HOOK_ACTIONS_HINT: &str = "read, or an action such as run_tests, run_build, push_branch";
 
 /// Names the origin of a key: the environment variable that overrode it, or the file.
 struct Origins<'a> {
@@ -228,6 +243,29 @@ pub fn validate(
         },
     };
 
+    let runner = match (raw.runner, role) {
+        (Some(_), Role::Orchestrator) => {
+            return Err(origins.error(
+                "runner",
+                None,
+                "[runner] belongs in the executor profile (role = \"executor\")",
+            ));
+        }
+        (runner, _) => runner_settings(runner.unwrap_or_default(), &origins, base)?,
+    };
+    let decisions = match (raw.decisions, role) {
+        (Some(_), Role::Executor) => {
+            return Err(origins.error(
+                "decisions",
+                None,
+                "[decisions] belongs in the orchestrator profile (role = \"orchestrator\")",
+            ));
+        }
+        (decisions, _) => decision_settings(decisions.unwrap_or_default(), &origins)?,
+    };
+    let shell_wait = duration(raw.shell_wait.as_deref(), DEFAULT_SHELL_WAIT)
+        .map_err(|why| origins.error("shell_wait", None, why))?;
+
     Ok(Profile {
         name: name.to_string(),
         path: path.to_path_buf(),
@@ -244,6 +282,286 @@ pub fn validate(
         persona,
         zulip,
         policy,
+        runner,
+        decisions,
+        shell_wait,
+    })
+}
+
+fn runner_settings(
+    raw: RawRunner,
+    origins: &Origins<'_>,
+    base: &Path,
+) -> Result<RunnerSettings, ProfileError> {
+    let dur = |key: &str, value: Option<&str>, default: Duration| {
+        let d = duration(value, default).map_err(|why| origins.error(key, None, why))?;
+        if d.is_zero() {
+            return Err(origins.error(key, None, "must be longer than zero"));
+        }
+        Ok(d)
+    };
+    let worker_command = match raw.worker_command.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) => Some(
+            worker_command(text, raw.worker_kind.as_deref())
+                .map_err(|why| origins.error("runner.worker_command", None, why))?,
+        ),
+    };
+    if raw.worker_kind.is_some() && worker_command.is_none() {
+        return Err(origins.error(
+            "runner.worker_kind",
+            None,
+            "is set but runner.worker_command is not",
+        ));
+    }
+    let max_workers = raw.max_workers.unwrap_or(2);
+    if !(1..=256).contains(&max_workers) {
+        return Err(origins.error(
+            "runner.max_workers",
+            None,
+            format!("{max_workers} is outside 1..=256"),
+        ));
+    }
+    let max_attempts = raw.max_attempts.unwrap_or(3);
+    if !(1..=100).contains(&max_attempts) {
+        return Err(origins.error(
+            "runner.max_attempts",
+            None,
+            format!("{max_attempts} is outside 1..=100"),
+        ));
+    }
+    if let Some(cost) = raw.max_cost_usd
+        && !(cost.is_finite() && cost > 0.0)
+    {
+        return Err(origins.error(
+            "runner.max_cost_usd",
+            None,
+            format!("{cost} is not a positive amount of dollars"),
+        ));
+    }
+    let worker_user = match raw.worker_user.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(user)
+            if user
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) =>
+        {
+            Some(user.to_string())
+        }
+        Some(user) => {
+            return Err(origins.error(
+                "runner.worker_user",
+                None,
+                format!("{user:?} is not a Unix user name"),
+            ));
+        }
+    };
+    let mut worker_env = Vec::new();
+    for (i, name) in raw.worker_env.unwrap_or_default().iter().enumerate() {
+        let name = name.trim();
+        let valid = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit());
+        if !valid {
+            return Err(origins.error(
+                "runner.worker_env",
+                Some(i),
+                format!("{name:?} is not an environment variable name"),
+            ));
+        }
+        if name.starts_with(super::ENV_PREFIX)
+            || name.starts_with("ZULIP_")
+            || name == "DATABASE_URL"
+        {
+            return Err(origins.error(
+                "runner.worker_env",
+                Some(i),
+                format!("{name} is Eagle's own: a worker must never hold it"),
+            ));
+        }
+        worker_env.push(name.to_string());
+    }
+    let limits = KindLimits {
+        no_output: dur(
+            "runner.no_output_timeout",
+            raw.no_output_timeout.as_deref(),
+            Duration::from_secs(30 * 60),
+        )?,
+        hard: dur(
+            "runner.hard_timeout",
+            raw.hard_timeout.as_deref(),
+            Duration::from_secs(3 * 3600),
+        )?,
+    };
+    let mut kind_limits = BTreeMap::new();
+    for (kind, raw_kind) in raw.kinds.unwrap_or_default() {
+        if !PROMPT_KINDS.contains(&kind.as_str()) {
+            return Err(origins.error(
+                "runner.kinds",
+                None,
+                format!(
+                    "{kind:?} is not a prompt kind ({})",
+                    PROMPT_KINDS.join(", ")
+                ),
+            ));
+        }
+        let key = format!("runner.kinds.{kind}");
+        kind_limits.insert(
+            kind,
+            KindLimits {
+                no_output: dur(
+                    &format!("{key}.no_output_timeout"),
+                    raw_kind.no_output_timeout.as_deref(),
+                    limits.no_output,
+                )?,
+                hard: dur(
+                    &format!("{key}.hard_timeout"),
+                    raw_kind.hard_timeout.as_deref(),
+                    limits.hard,
+                )?,
+            },
+        );
+    }
+    let path = |key: &str, value: Option<&str>| -> Result<Option<PathBuf>, ProfileError> {
+        match value.map(str::trim) {
+            None => Ok(None),
+            Some("") => Err(origins.error(key, None, "is empty")),
+            Some(value) => Ok(Some(origins.resolve(key, base, value))),
+        }
+    };
+    let mut hook_rules = Vec::new();
+    for (prefix, action) in raw.hook_rules.unwrap_or_default() {
+        let action = action.trim();
+        let ok = !prefix.trim().is_empty()
+            && !action.is_empty()
+            && action
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !ok {
+            return Err(origins.error(
+                "runner.hook_rules",
+                None,
+                format!("{prefix:?} = {action:?}: give a command prefix and {HOOK_ACTIONS_HINT}"),
+            ));
+        }
+        hook_rules.push((prefix.trim().to_string(), action.to_string()));
+    }
+    Ok(RunnerSettings {
+        worker_command,
+        max_workers,
+        max_attempts,
+        max_cost_usd: raw.max_cost_usd,
+        worker_user,
+        worker_env,
+        worker_path: raw.worker_path.filter(|p| !p.trim().is_empty()),
+        limits,
+        kind_limits,
+        wrap_up_grace: dur(
+            "runner.wrap_up_grace",
+            raw.wrap_up_grace.as_deref(),
+            Duration::from_secs(120),
+        )?,
+        request_wait: dur(
+            "runner.request_wait",
+            raw.request_wait.as_deref(),
+            Duration::from_secs(600),
+        )?,
+        hook_timeout: dur(
+            "runner.hook_timeout",
+            raw.hook_timeout.as_deref(),
+            Duration::from_secs(120),
+        )?,
+        status_interval: dur(
+            "runner.status_interval",
+            raw.status_interval.as_deref(),
+            Duration::from_secs(10),
+        )?,
+        prompts_dir: path("runner.prompts_dir", raw.prompts_dir.as_deref())?,
+        runs_dir: path("runner.runs_dir", raw.runs_dir.as_deref())?,
+        repo: path("runner.repo", raw.repo.as_deref())?,
+        hook_rules,
+    })
+}
+
+/// Parses a worker command template.
+pub fn worker_command(text: &str, kind: Option<&str>) -> Result<WorkerCommand, String> {
+    let argv = shell_words::split(text)
+        .map_err(|e| format!("{text:?} cannot be split into words: {e}"))?;
+    let Some(program) = argv.first() else {
+        return Err("is empty".into());
+    };
+    if program.contains('{') {
+        return Err(format!(
+            "{text:?}: the program itself cannot be a placeholder"
+        ));
+    }
+    let mut has_prompt = false;
+    for word in &argv {
+        let mut rest = word.as_str();
+        while let Some(open) = rest.find('{') {
+            let Some(close) = rest[open..].find('}') else {
+                return Err(format!("{word:?} has a '{{' without '}}'"));
+            };
+            let name = &rest[open + 1..open + close];
+            if !WORKER_PLACEHOLDERS.contains(&name) {
+                return Err(format!(
+                    "{{{name}}} is not a placeholder (use {})",
+                    WORKER_PLACEHOLDERS
+                        .iter()
+                        .map(|p| format!("{{{p}}}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            has_prompt |= name == "prompt";
+            rest = &rest[open + close + 1..];
+        }
+    }
+    if !has_prompt {
+        return Err(format!(
+            "{text:?} does not pass the prompt: put {{prompt}} where the program takes it"
+        ));
+    }
+    let is_claude = Path::new(program)
+        .file_name()
+        .is_some_and(|name| name == "claude");
+    let kind = match kind.map(str::trim) {
+        None | Some("auto") => {
+            if is_claude {
+                WorkerKind::Claude
+            } else {
+                WorkerKind::Generic
+            }
+        }
+        Some("claude") => WorkerKind::Claude,
+        Some("generic") => WorkerKind::Generic,
+        Some(other) => {
+            return Err(format!(
+                "worker_kind {other:?} is not one of auto, claude, generic"
+            ));
+        }
+    };
+    Ok(WorkerCommand {
+        template: text.to_string(),
+        argv,
+        kind,
+    })
+}
+
+fn decision_settings(
+    raw: RawDecisions,
+    origins: &Origins<'_>,
+) -> Result<DecisionSettings, ProfileError> {
+    let reminder_after = duration(raw.reminder_after.as_deref(), Duration::from_secs(2 * 3600))
+        .map_err(|why| origins.error("decisions.reminder_after", None, why))?;
+    let approval_ttl = duration(raw.approval_ttl.as_deref(), Duration::from_secs(24 * 3600))
+        .map_err(|why| origins.error("decisions.approval_ttl", None, why))?;
+    if approval_ttl.is_zero() {
+        return Err(origins.error("decisions.approval_ttl", None, "must be longer than zero"));
+    }
+    Ok(DecisionSettings {
+        reminder_after,
+        approval_ttl,
     })
 }
 

@@ -294,6 +294,22 @@ impl Tx {
     }
 }
 
+impl Tx {
+    /// How many leases whose name starts with `prefix` are held now (live
+    /// runners). `prefix` is a constant without LIKE wildcards.
+    pub async fn live_leases(&mut self, prefix: &str) -> Result<i64> {
+        let now = self.clock().await?;
+        on_tx!(self, conn => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM leases WHERE name LIKE $1 AND expires_at >= $2")
+                .bind(format!("{prefix}%"))
+                .bind(now)
+                .fetch_one(conn)
+                .await
+        })
+        .op("counting live leases")
+    }
+}
+
 impl Store {
     /// Undelivered outbox entries of an identity that are due, oldest first.
     pub async fn due_outbox(&self, identity: &str, limit: i64) -> Result<Vec<OutboxItem>> {

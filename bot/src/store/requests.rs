@@ -8,8 +8,8 @@
 //!
 //! A human's decision binds to the request's parameter hash: when a resumed
 //! worker asks again for exactly what a human approved (the same run, action
-//! and words), the new request takes that approval, once; what a human
-//! denied stays denied.
+//! and words), the decider gives the new request that approval, once
+//! ([`Tx::bind_to_human_decision`]); what a human denied stays denied.
 
 use chrono::{DateTime, Utc};
 
@@ -179,9 +179,8 @@ pub struct Approval<'a> {
 }
 
 impl Tx {
-    /// Records a worker's request, once per (run, attempt, key). A request
-    /// that repeats exactly what a human decided on this run takes that
-    /// decision (an approval is used up by it). The runner must hold the run.
+    /// Records a worker's request, once per (run, attempt, key), pending for
+    /// the decider. The runner must hold the run.
     pub async fn record_request(&mut self, new: &NewRequest, fence: &Fence) -> Result<Recorded> {
         let holds: Option<i64> = on_tx!(self, conn => {
             sqlx::query_scalar(
@@ -248,7 +247,6 @@ impl Tx {
             ..NewAuditEntry::default()
         })
         .await?;
-        self.bind_to_human_decision(id, new.run_id, &hash).await?;
         self.notify().await?;
         let request = self
             .request(id)
@@ -257,8 +255,11 @@ impl Tx {
         Ok(Recorded { request, new: true })
     }
 
-    /// Reuses a human's decision on an identical earlier request of the run.
-    async fn bind_to_human_decision(&mut self, id: i64, run_id: i64, hash: &str) -> Result<()> {
+    /// Reuses a human's decision on an identical earlier request of the
+    /// run, if there is one, for a request still pending. Returns the
+    /// request as decided, or `None` (then the plugins decide).
+    pub async fn bind_to_human_decision(&mut self, request: &Request) -> Result<Option<Request>> {
+        let (id, run_id, hash) = (request.id, request.run_id, request.params_hash.as_str());
         let earlier: Option<(i64, String, Option<String>, Option<String>)> = on_tx!(self, conn => {
             sqlx::query_as(
                 "SELECT id, status, decision_reason, note FROM worker_requests \
@@ -275,13 +276,13 @@ impl Tx {
         })
         .op("looking for a human's decision to reuse")?;
         let Some((earlier, status, reason, note)) = earlier else {
-            return Ok(());
+            return Ok(None);
         };
         let now = super::now();
-        on_tx!(self, conn => {
+        let changed = on_tx!(self, conn => {
             sqlx::query(
                 "UPDATE worker_requests SET status = $2, decided_at = $3, decided_by = $4, \
-                 decision_reason = $5, note = $6, bound_to = $7 WHERE id = $1",
+                 decision_reason = $5, note = $6, bound_to = $7 WHERE id = $1 AND status = 'pending'",
             )
             .bind(id)
             .bind(&status)
@@ -295,6 +296,9 @@ impl Tx {
             .map(|done| done.rows_affected())
         })
         .op("reusing a human's decision")?;
+        if changed == 0 {
+            return Ok(None);
+        }
         if status == "approved" {
             on_tx!(self, conn => {
                 sqlx::query("UPDATE worker_requests SET consumed_at = $2 WHERE id = $1")
@@ -310,7 +314,14 @@ impl Tx {
             actor: format!("bound:request:{earlier}"),
             action: "request.decided".into(),
             subject: format!("request:{id}"),
-            decision: Some(if status == "approved" { "approve" } else { "deny" }.into()),
+            decision: Some(
+                if status == "approved" {
+                    "approve"
+                } else {
+                    "deny"
+                }
+                .into(),
+            ),
             reason: Some(format!(
                 "the same request as request {earlier}, which a human {status}"
             )),
@@ -318,7 +329,8 @@ impl Tx {
             ..NewAuditEntry::default()
         })
         .await?;
-        Ok(())
+        self.notify().await?;
+        self.request(id).await
     }
 
     /// One request by id.
@@ -388,7 +400,11 @@ impl Tx {
     ) -> Result<Option<Request>> {
         let now = super::now();
         let (status, reason, note) = if approval.approve {
-            ("approved", format!("approved by {}", approval.actor), approval.text)
+            (
+                "approved",
+                format!("approved by {}", approval.actor),
+                approval.text,
+            )
         } else {
             (
                 "denied",

@@ -17,22 +17,44 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::tasks::{RUN_COLUMNS, sql};
-use super::{NewAuditEntry, QueryContext, Result, Run, RunState, Store, StoreError, TaskStatus, Tx, on_tx};
+use super::{
+    NewAuditEntry, QueryContext, Result, Run, RunState, Store, StoreError, TaskStatus, Tx, on_tx,
+};
 
 use RunState as R;
 use TaskStatus as T;
 
 /// The run transitions, with when each happens.
 pub const RUN_TRANSITIONS: &[(RunState, RunState, &str)] = &[
-    (R::Queued, R::InProgress, "a runner claims it and starts a worker"),
+    (
+        R::Queued,
+        R::InProgress,
+        "a runner claims it and starts a worker",
+    ),
     (R::Queued, R::Cancelled, "!cancel"),
     (R::InProgress, R::Pr, "the worker reports [DONE: pr_ready]"),
-    (R::InProgress, R::Abandoned, "the worker reports [DONE: abandoned]"),
+    (
+        R::InProgress,
+        R::Abandoned,
+        "the worker reports [DONE: abandoned]",
+    ),
     (R::InProgress, R::Cancelled, "!cancel"),
-    (R::Pr, R::Complete, "the PR loop finds review and CI green (later milestone)"),
-    (R::Pr, R::Abandoned, "the PR was closed unmerged (later milestone)"),
+    (
+        R::Pr,
+        R::Complete,
+        "the PR loop finds review and CI green (later milestone)",
+    ),
+    (
+        R::Pr,
+        R::Abandoned,
+        "the PR was closed unmerged (later milestone)",
+    ),
     (R::Pr, R::Cancelled, "!cancel"),
-    (R::Complete, R::Pr, "a human comments on a complete draft PR (later milestone)"),
+    (
+        R::Complete,
+        R::Pr,
+        "a human comments on a complete draft PR (later milestone)",
+    ),
     (R::Abandoned, R::Queued, "!retry"),
 ];
 
@@ -55,18 +77,30 @@ pub const TASK_TRANSITIONS: &[(TaskStatus, TaskStatus, &str)] = &[
     (T::Skip, T::Approved, "!go overrides a skip (recorded)"),
     (T::Approved, T::Done, "its run is complete"),
     (T::Approved, T::Cancelled, "its run is cancelled"),
-    (T::Approved, T::ForReview, "its run is abandoned: a human looks again"),
-    (T::Done, T::Approved, "its run goes back from complete to pr"),
+    (
+        T::Approved,
+        T::ForReview,
+        "its run is abandoned: a human looks again",
+    ),
+    (
+        T::Done,
+        T::Approved,
+        "its run goes back from complete to pr",
+    ),
 ];
 
 /// Whether the transition table allows a run to go from `from` to `to`.
 pub fn run_transition_allowed(from: RunState, to: RunState) -> bool {
-    RUN_TRANSITIONS.iter().any(|(f, t, _)| *f == from && *t == to)
+    RUN_TRANSITIONS
+        .iter()
+        .any(|(f, t, _)| *f == from && *t == to)
 }
 
 /// Whether the transition table allows a task to go from `from` to `to`.
 pub fn task_transition_allowed(from: TaskStatus, to: TaskStatus) -> bool {
-    TASK_TRANSITIONS.iter().any(|(f, t, _)| *f == from && *t == to)
+    TASK_TRANSITIONS
+        .iter()
+        .any(|(f, t, _)| *f == from && *t == to)
 }
 
 /// What the task does when its run goes to `to`.
@@ -110,6 +144,8 @@ pub struct ClaimLimits {
     /// How long the worker may outlive its runner (its hard timeout, the
     /// wrap-up grace and a margin): nobody else may claim the run before.
     pub alive_for: Duration,
+    /// The cost cap a run starts with (`!retry` raises a run's own).
+    pub cost_cap: Option<f64>,
 }
 
 /// A claimed run, ready for a worker.
@@ -465,6 +501,26 @@ impl Tx {
         Ok(())
     }
 
+    /// Clears who a run waits on once nothing of it waits for a decision
+    /// (unless it is held, which a human must lift).
+    pub async fn settle_waiting(&mut self, run_id: i64) -> Result<()> {
+        let now = super::now();
+        on_tx!(self, conn => {
+            sqlx::query(
+                "UPDATE executor_runs SET waiting_on = NULL, updated_at = $2 WHERE id = $1 \
+                 AND NOT held AND waiting_on IS NOT NULL AND NOT EXISTS (SELECT 1 FROM worker_requests AS q \
+                 WHERE q.run_id = executor_runs.id AND q.status IN ('pending', 'escalated'))",
+            )
+            .bind(run_id)
+            .bind(now)
+            .execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("settling who a run waits on")?;
+        Ok(())
+    }
+
     /// Records a worker the runner started for its claim.
     pub async fn record_worker(&mut self, fence: &Fence, worker: &WorkerMirror) -> Result<()> {
         let now = super::now();
@@ -472,6 +528,8 @@ impl Tx {
             sqlx::query(
                 "UPDATE executor_runs SET worker_pid = $4, worker_pgid = $5, worker_host = $6, \
                  worker_start_ticks = $7, worker_started_at = $8, prompt_kind = $9, \
+                 session_cost_usd = CASE WHEN $10 IS NOT NULL AND worker_session_id IS NOT NULL \
+                     AND worker_session_id = $10 THEN session_cost_usd ELSE 0 END, \
                  worker_session_id = COALESCE($10, worker_session_id), log_path = $11, \
                  worker_exit_file = $12, socket_path = $13, token_sha256 = $14, \
                  worktree_path = $15, branch_name = COALESCE($16, branch_name), \
@@ -516,13 +574,16 @@ impl Tx {
     }
 
     /// Records what the runner read of the worker's log: how far, when the
-    /// last output came, and the cost and turns the worker reported.
+    /// last output came, and what the worker reported of itself. Claude Code
+    /// reports a session's cost cumulatively (also across resumes), so
+    /// `session_cost` is the session's total so far; the run's cost grows by
+    /// what it adds.
     pub async fn record_progress(
         &mut self,
         fence: &Fence,
         offset: i64,
         last_output: Option<DateTime<Utc>>,
-        cost_delta: f64,
+        session_cost: Option<f64>,
         turns_delta: i64,
         session_id: Option<&str>,
     ) -> Result<()> {
@@ -531,7 +592,9 @@ impl Tx {
             sqlx::query(
                 "UPDATE executor_runs SET log_offset = $4, \
                  worker_last_update = COALESCE($5, worker_last_update), \
-                 cost_usd = cost_usd + $6, turns = turns + $7, \
+                 cost_usd = cost_usd + CASE WHEN $6 > session_cost_usd THEN $6 - session_cost_usd ELSE 0 END, \
+                 session_cost_usd = CASE WHEN $6 > session_cost_usd THEN $6 ELSE session_cost_usd END, \
+                 turns = turns + $7, \
                  worker_session_id = COALESCE($8, worker_session_id), updated_at = $9 \
                  WHERE id = $1 AND lease_owner = $2 AND attempt = $3",
             )
@@ -540,7 +603,7 @@ impl Tx {
             .bind(fence.attempt)
             .bind(offset)
             .bind(last_output)
-            .bind(cost_delta)
+            .bind(session_cost)
             .bind(turns_delta)
             .bind(session_id)
             .bind(now)
@@ -662,6 +725,20 @@ impl Tx {
         self.run(fence.run)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("run {} vanished", fence.run)))
+    }
+
+    /// How many global worker slots are held now.
+    pub async fn busy_slots(&mut self) -> Result<i64> {
+        let now = self.clock().await?;
+        on_tx!(self, conn => {
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM worker_slots WHERE run_id IS NOT NULL AND expires_at >= $1",
+            )
+            .bind(now)
+            .fetch_one(conn)
+            .await
+        })
+        .op("counting busy worker slots")
     }
 
     /// Frees a slot held for `run_id` (not one a newer claim took over).
@@ -816,7 +893,13 @@ impl Store {
         let alive_until = now + delta(limits.alive_for);
         let lease_until = now + delta(limits.lease);
         let Some(slot) = tx
-            .take_slot(run_id, owner, limits.max_workers, now, alive_until.max(lease_until))
+            .take_slot(
+                run_id,
+                owner,
+                limits.max_workers,
+                now,
+                alive_until.max(lease_until),
+            )
             .await?
         else {
             return Ok(None);
@@ -827,7 +910,8 @@ impl Store {
                 "UPDATE executor_runs SET state = 'in_progress', lease_owner = $2, \
                  lease_expires_at = $3, heartbeat_at = $4, attempt = attempt + 1, slot = $5, \
                  worker_alive_until = $6, updated_at = $4, started_at = COALESCE(started_at, $4), \
-                 waiting_on = NULL, worker_exit_code = NULL \
+                 waiting_on = NULL, worker_exit_code = NULL, \
+                 cost_cap_usd = COALESCE(cost_cap_usd, $9) \
                  WHERE id = $1 AND state = $7 AND attempt = $8",
             )
             .bind(run_id)
@@ -838,6 +922,7 @@ impl Store {
             .bind(alive_until)
             .bind(from.as_str())
             .bind(run.attempt)
+            .bind(limits.cost_cap)
             .execute(conn)
             .await
             .map(|done| done.rows_affected())
@@ -944,24 +1029,43 @@ impl Store {
             .op("listing workers on this host")
     }
 
-    /// How many global slots are held now.
-    pub async fn busy_slots(&self) -> Result<i64> {
-        let now = super::now();
+    /// Work that is about to happen without anyone's say: runs a runner
+    /// would claim now (unless claiming is paused or every run is held),
+    /// requests waiting for Eagle's plugins, notices waiting to be posted.
+    /// Zero means everything waits on a human or is done.
+    pub async fn work_in_sight(&self) -> Result<i64> {
         let mut tx = self.begin_read().await?;
-        let now = if tx.backend() == super::Backend::Postgres {
-            tx.clock().await?
+        let now = tx.clock().await?;
+        let stopped = tx.control(super::Control::Paused).await?
+            || tx.control(super::Control::HoldAll).await?;
+        let claimable: i64 = if stopped {
+            0
         } else {
-            now
+            on_tx!(tx, conn => {
+                sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM executor_runs AS r \
+                     WHERE r.state IN ('queued', 'in_progress') AND NOT r.held \
+                     AND (r.lease_owner IS NULL OR r.lease_expires_at < $1) \
+                     AND (r.worker_alive_until IS NULL OR r.worker_alive_until < $1) \
+                     AND NOT EXISTS (SELECT 1 FROM worker_requests AS q \
+                         WHERE q.run_id = r.id AND q.status IN ('pending', 'escalated'))",
+                )
+                .bind(now)
+                .fetch_one(conn)
+                .await
+            })
+            .op("counting claimable runs")?
         };
-        on_tx!(tx, conn => {
+        let pending: i64 = on_tx!(tx, conn => {
             sqlx::query_scalar(
-                "SELECT COUNT(*) FROM worker_slots WHERE run_id IS NOT NULL AND expires_at >= $1",
+                "SELECT (SELECT COUNT(*) FROM worker_requests WHERE status = 'pending') \
+                 + (SELECT COUNT(*) FROM run_notices WHERE posted_at IS NULL)",
             )
-            .bind(now)
             .fetch_one(conn)
             .await
         })
-        .op("counting busy worker slots")
+        .op("counting pending decisions")?;
+        Ok(claimable + pending)
     }
 
     /// Runs in one transaction of their own.

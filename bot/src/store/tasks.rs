@@ -232,6 +232,7 @@ pub struct Run {
     pub socket_path: Option<String>,
     pub token_sha256: Option<String>,
     pub cost_usd: f64,
+    pub session_cost_usd: f64,
     pub cost_cap_usd: Option<f64>,
     pub turns: i64,
     pub slot: Option<i64>,
@@ -269,7 +270,7 @@ pub(super) const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, star
     attempt, log_path, worker_session_id, lease_owner, lease_expires_at, heartbeat_at, \
     prompt_kind, failures, worker_pgid, worker_host, worker_start_ticks, worker_started_at, \
     worker_alive_until, worker_exit_code, worker_exit_file, log_offset, socket_path, \
-    token_sha256, cost_usd, cost_cap_usd, turns, slot";
+    token_sha256, cost_usd, session_cost_usd, cost_cap_usd, turns, slot";
 
 const OPEN_TASK_FILTER: &str = "status NOT IN ('skip', 'done', 'cancelled')";
 const OPEN_RUN_FILTER: &str = "state NOT IN ('complete', 'abandoned', 'cancelled')";

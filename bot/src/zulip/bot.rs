@@ -104,6 +104,50 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "host".into())
 }
 
+/// How Eagle @-mentions the profile's owner on this server: `@**Name|id**`,
+/// looked up once at start. If the server cannot tell (unreachable, no such
+/// user), an id still makes a working mention (`@**|id**`); an email is
+/// written as plain text and the failure logged.
+pub async fn owner_mention(
+    creds: &ZulipCredentials,
+    owner: Option<&crate::profile::UserRef>,
+) -> Option<String> {
+    use crate::profile::UserRef;
+    let owner = owner?;
+    let client = Client::new(creds).ok();
+    let found = match (&client, owner) {
+        (Some(client), UserRef::Id(id)) => {
+            tokio::time::timeout(std::time::Duration::from_secs(10), client.user(*id as i64)).await
+        }
+        (Some(client), UserRef::Email(email)) => {
+            tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                client.user_by_email(email),
+            )
+            .await
+        }
+        (None, _) => return Some(fallback_mention(owner)),
+    };
+    match found {
+        Ok(Ok(user)) => Some(super::mention(&user.full_name, user.user_id)),
+        other => {
+            let why = match other {
+                Ok(Err(error)) => error.to_string(),
+                _ => "no answer in time".into(),
+            };
+            tracing::warn!(%owner, %why, "cannot look the owner up; escalations name them without a lookup");
+            Some(fallback_mention(owner))
+        }
+    }
+}
+
+fn fallback_mention(owner: &crate::profile::UserRef) -> String {
+    match owner {
+        crate::profile::UserRef::Id(id) => format!("@**|{id}**"),
+        crate::profile::UserRef::Email(email) => email.clone(),
+    }
+}
+
 /// One finding of `eagle check`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {

@@ -123,6 +123,21 @@ impl Client {
         Ok(envelope.user)
     }
 
+    /// One user by email (`GET /users/{email}`).
+    pub async fn user_by_email(&self, email: &str) -> Result<User, Error> {
+        let path: String = url::form_urlencoded::byte_serialize(email.as_bytes()).collect();
+        let envelope: UserEnvelope = self
+            .call(
+                Method::GET,
+                &format!("users/{path}"),
+                &[],
+                Bucket::Api,
+                REQUEST_TIMEOUT,
+            )
+            .await?;
+        Ok(envelope.user)
+    }
+
     /// The channels the bot is subscribed to.
     pub async fn subscriptions(&self) -> Result<Vec<Subscription>, Error> {
         let envelope: SubscriptionsEnvelope = self

@@ -16,9 +16,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::Error;
-use crate::backoff::Backoff;
 use super::client::{Client, RegisterParams};
 use super::types::{Anchor, Event, Message, Recipient, User};
+use crate::backoff::Backoff;
 use crate::chat::{ChatContext, Handled, InboundMessage, Place, ReplyCaps, Sender, handle_message};
 use crate::commands::BotNames;
 use crate::profile::{Profile, Role};
@@ -435,6 +435,10 @@ impl<'a> Listener<'a> {
             caps: ReplyCaps {
                 reactions: true,
                 max_message_chars: self.max_message_chars,
+            },
+            poster: crate::mirror::Poster {
+                identity: self.profile.name.clone(),
+                channel: self.profile.executor_channel.clone(),
             },
             track_bookmark: true,
         };

@@ -14,9 +14,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::Error;
-use crate::backoff::Backoff;
 use super::client::Client;
 use super::types::{Anchor, NarrowTerm};
+use crate::backoff::Backoff;
 use crate::store::{Destination, OutboxItem, OutboxKind, Store};
 
 /// How long a sender's lease lasts without renewal (after a crash, another
@@ -122,7 +122,11 @@ impl OutboxSender {
     /// Delivers until `shutdown`, then flushes what it can and releases the lease.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
         let mut backoff = Backoff::new();
+        // Posts about runs come from the runner and the decider, in this
+        // process or another: a change in the database wakes the sender.
+        let mut changes = self.store.changes();
         loop {
+            changes.mark_seen();
             let leader = match self.take_lease().await {
                 Ok(leader) => {
                     if leader {
@@ -159,6 +163,7 @@ impl OutboxSender {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = self.wake.notified() => {}
+                _ = changes.changed() => {}
                 _ = tokio::time::sleep(wait) => {}
             }
         }

@@ -1,0 +1,114 @@
+//! Chat as the human-facing mirror of the bus: how the runner and Eagle post
+//! about runs, and how they name the people they address.
+//!
+//! The database is what is true; these posts only tell people. They go
+//! into the outbox in the same transaction as the change they report, so a
+//! crash never loses one and never posts one for a change that did not
+//! happen. Text that comes from workers, tasks or plugins is made inert
+//! ([`crate::text::neutralize_mentions`]) before it is posted; the one
+//! mention Eagle writes on purpose is the escalation's @-mention of the owner.
+
+use crate::store::{Destination, NewOutboxItem, OutboxKind, Result, Task, Tx};
+
+/// The longest post about a run; longer text is cut (the full text stays in
+/// the work log and the database).
+pub const MAX_POST_CHARS: usize = 2_000;
+
+/// Posts under one identity into the executor channel, one topic per run.
+#[derive(Debug, Clone)]
+pub struct Poster {
+    /// The outbox identity (a profile name, or the shell's).
+    pub identity: String,
+    /// The executor channel.
+    pub channel: String,
+}
+
+impl Poster {
+    /// Stores a post in a run's topic for delivery.
+    pub async fn post(&self, tx: &mut Tx, topic: &str, content: &str) -> Result<i64> {
+        self.post_to(
+            tx,
+            Destination::Channel {
+                channel: self.channel.clone(),
+                topic: topic.to_string(),
+            },
+            content,
+        )
+        .await
+    }
+
+    /// Stores a post for any destination (a task's own conversation, say).
+    pub async fn post_to(&self, tx: &mut Tx, to: Destination, content: &str) -> Result<i64> {
+        let content = cap(content, MAX_POST_CHARS);
+        let id = tx
+            .enqueue(&NewOutboxItem {
+                identity: self.identity.clone(),
+                kind: OutboxKind::Message { to, content },
+                in_reply_to: None,
+            })
+            .await?;
+        // The sender (or the shell) delivers it as soon as this commits.
+        tx.notify().await?;
+        Ok(id)
+    }
+}
+
+/// `text` cut to `max` characters, marked with `…` when cut.
+pub fn cap(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// How to address the people a run concerns.
+#[derive(Debug, Clone)]
+pub struct People {
+    /// The mention of the profile's owner, when a task has no requester to
+    /// mention: `@**Alex|26**` on Zulip, `@**alex**` in the shell.
+    pub owner_fallback: Option<String>,
+    /// Whether requesters are Zulip users who can be mentioned by id.
+    pub zulip: bool,
+}
+
+impl People {
+    /// The loud mention of whoever owns `task`: its requester, else the
+    /// profile's owner. `None` if there is nobody to mention.
+    pub fn owner_of(&self, task: Option<&Task>) -> Option<String> {
+        let requester = task.and_then(|t| {
+            let name = t.requested_by.as_deref()?;
+            match t.requested_by_id {
+                Some(id) if self.zulip && id > 0 => Some(crate::zulip::mention(name, id)),
+                _ if !self.zulip => Some(format!("@**{}**", plain_name(name))),
+                _ => None,
+            }
+        });
+        requester.or_else(|| self.owner_fallback.clone())
+    }
+
+    /// The owner's name as plain text, for `waiting_on`.
+    pub fn owner_label(&self, task: Option<&Task>) -> String {
+        task.and_then(|t| t.requested_by.clone())
+            .or_else(|| {
+                self.owner_fallback
+                    .as_deref()
+                    .map(|m| m.trim_start_matches('@').trim_matches('*').to_string())
+            })
+            .unwrap_or_else(|| "the owner".into())
+    }
+}
+
+fn plain_name(name: &str) -> String {
+    name.chars().filter(|c| *c != '*' && *c != '|').collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_on_characters() {
+        assert_eq!(cap("abc", 5), "abc");
+        assert_eq!(cap("жжжжжж", 3), "жжж…");
+    }
+}

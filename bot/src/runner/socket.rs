@@ -1,0 +1,392 @@
+//! The run's socket: where a worker asks (`eagle request`, Claude Code's
+//! hook through `eagle hook claude-pretool`) and gets Eagle's answer.
+//!
+//! Each attempt gets its own socket file (only the worker's user may open
+//! it) and token (only its hash is kept). A question is recorded as a
+//! request in the database, fenced by the runner's claim, and posted in the
+//! run's topic in the same transaction; the answer is whatever Eagle (or a
+//! human) records, read back from the database.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::Shared;
+use super::hook::{self, HookInput, HookVerdict};
+use super::wire::{Answer, Ask, MAX_LINE, Status, valid_action};
+use crate::store::{Fence, NewRequest, Request, RequestStatus, RequestVia, StoreError};
+
+/// Requests one attempt may make before it is stopped as flooding.
+pub const MAX_REQUESTS_PER_ATTEMPT: usize = 200;
+/// The longest request body kept.
+const MAX_BODY_CHARS: usize = 2_000;
+/// How long a worker has to send its question once connected.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the socket of one attempt knows.
+#[derive(Debug)]
+pub(super) struct SocketCtx {
+    pub shared: Arc<Shared>,
+    pub fence: Fence,
+    pub token_sha256: String,
+    pub workdir: PathBuf,
+    /// The task is private: posts carry ids and states only.
+    pub private: bool,
+    /// Set with the reason when the worker must stop (held, cancelled).
+    pub stop: watch::Receiver<Option<String>>,
+    /// Requests recorded this attempt (all channels), for the flood cap.
+    pub requests: Arc<AtomicUsize>,
+}
+
+/// Binds the socket at `path`, replacing a stale file, private to the worker's user.
+pub(super) fn bind(path: &Path, shared: &Shared) -> std::io::Result<UnixListener> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let listener = UnixListener::bind(path)?;
+    super::host::chmod(path, 0o600)?;
+    if let Some(user) = &shared.worker_user {
+        super::host::chown(path, user)?;
+    }
+    Ok(listener)
+}
+
+/// Answers connections until `shutdown`.
+pub(super) async fn serve(
+    listener: UnixListener,
+    ctx: Arc<SocketCtx>,
+    shutdown: CancellationToken,
+) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let ctx = Arc::clone(&ctx);
+                    connections.spawn(async move { handle(stream, &ctx).await });
+                }
+                Err(error) => {
+                    tracing::warn!(%error, run = ctx.fence.run, "the run's socket failed to accept");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.abort_all();
+}
+
+async fn handle(stream: UnixStream, ctx: &SocketCtx) {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read.take(MAX_LINE as u64));
+    let mut line = String::new();
+    let answer = match tokio::time::timeout(READ_TIMEOUT, reader.read_line(&mut line)).await {
+        Ok(Ok(_)) => match serde_json::from_str::<Ask>(&line) {
+            Ok(ask) => answer(ctx, ask).await,
+            Err(_) => Answer::new(Status::Invalid, "not a request Eagle understands"),
+        },
+        _ => return,
+    };
+    let mut text = serde_json::to_string(&answer).unwrap_or_default();
+    text.push('\n');
+    let _ = write.write_all(text.as_bytes()).await;
+    let _ = write.shutdown().await;
+}
+
+fn token_ok(ctx: &SocketCtx, token: &str) -> bool {
+    let got = crate::policy::content_hash(token.as_bytes());
+    let want = ctx.token_sha256.as_bytes();
+    // Compared without an early exit.
+    got.len() == want.len()
+        && got
+            .as_bytes()
+            .iter()
+            .zip(want)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+async fn answer(ctx: &SocketCtx, ask: Ask) -> Answer {
+    let token = match &ask {
+        Ask::Request { token, .. } | Ask::Hook { token, .. } => token,
+    };
+    if !token_ok(ctx, token) {
+        tracing::warn!(
+            run = ctx.fence.run,
+            "a request with a wrong token was refused"
+        );
+        return Answer::new(Status::Invalid, "wrong token for this run");
+    }
+    if let Some(reason) = ctx.stop.borrow().clone() {
+        return Answer::new(Status::Stop, reason);
+    }
+    let result = match ask {
+        Ask::Request {
+            key,
+            action,
+            body,
+            escalate,
+            ..
+        } => request(ctx, key, action, body, escalate).await,
+        Ask::Hook { input, .. } => hook_call(ctx, input).await,
+    };
+    result.unwrap_or_else(|error| match error {
+        StoreError::Fenced(_) => Answer::new(
+            Status::Stop,
+            "this attempt is over (its run was taken over or ended): stop now",
+        ),
+        error => {
+            tracing::error!(%error, run = ctx.fence.run, "cannot answer a worker");
+            Answer::new(
+                Status::Escalated,
+                "Eagle cannot record the request now: stop; you will be resumed",
+            )
+        }
+    })
+}
+
+async fn request(
+    ctx: &SocketCtx,
+    key: String,
+    action: String,
+    body: String,
+    escalate: bool,
+) -> Result<Answer, StoreError> {
+    if !valid_action(&action) {
+        return Ok(Answer::new(
+            Status::Invalid,
+            format!(
+                "{:?} is not an action: use lower case letters, digits and '_' (run_tests, merge_pr)",
+                crate::text::one_line(&action, 64)
+            ),
+        ));
+    }
+    let key: String = key.chars().filter(|c| !c.is_control()).take(200).collect();
+    let new = NewRequest {
+        run_id: ctx.fence.run,
+        attempt: ctx.fence.attempt,
+        key: format!("sock:{key}"),
+        via: RequestVia::Socket,
+        escalate,
+        action,
+        body: crate::mirror::cap(
+            &crate::text::one_line(&body, MAX_BODY_CHARS),
+            MAX_BODY_CHARS,
+        ),
+    };
+    let Some(recorded) = record(ctx, &new).await? else {
+        return Ok(flooded());
+    };
+    let deadline = tokio::time::Instant::now() + ctx.shared.settings.request_wait;
+    let decided = wait(ctx, &[recorded.id], deadline).await?;
+    let Some(request) = decided else {
+        return Ok(Answer::new(Status::Stop, stop_reason(ctx)));
+    };
+    Ok(finish(ctx, &[request], "eagle request").await?)
+}
+
+async fn hook_call(ctx: &SocketCtx, input: serde_json::Value) -> Result<Answer, StoreError> {
+    let Ok(input) = serde_json::from_value::<HookInput>(input) else {
+        return Ok(Answer::new(
+            Status::Denied,
+            "Eagle cannot read this tool call",
+        ));
+    };
+    match hook::judge(&input, &ctx.workdir, &ctx.shared.settings.hook_rules) {
+        HookVerdict::Allow => Ok(Answer::new(Status::Approved, "")),
+        HookVerdict::Deny(reason) => Ok(Answer::new(Status::Denied, reason)),
+        HookVerdict::Ask(asks) => {
+            let call = input
+                .tool_use_id
+                .clone()
+                .unwrap_or_else(|| format!("{:016x}", fastrand::u64(..)));
+            let mut ids = Vec::new();
+            for ask in asks {
+                let new = NewRequest {
+                    run_id: ctx.fence.run,
+                    attempt: ctx.fence.attempt,
+                    key: format!("hook:{call}:{}", ask.action),
+                    via: RequestVia::Hook,
+                    escalate: false,
+                    action: ask.action,
+                    body: crate::mirror::cap(
+                        &crate::text::one_line(&ask.body, MAX_BODY_CHARS),
+                        MAX_BODY_CHARS,
+                    ),
+                };
+                match record(ctx, &new).await? {
+                    Some(request) => ids.push(request.id),
+                    None => return Ok(flooded()),
+                }
+            }
+            // Answer well before Claude Code's own hook timeout.
+            let budget = ctx
+                .shared
+                .settings
+                .hook_timeout
+                .saturating_sub(Duration::from_secs(10))
+                .max(Duration::from_secs(5));
+            let deadline = tokio::time::Instant::now() + budget;
+            let mut decided = Vec::new();
+            for id in &ids {
+                match wait(ctx, &[*id], deadline).await? {
+                    Some(request) => decided.push(request),
+                    None => return Ok(Answer::new(Status::Stop, stop_reason(ctx))),
+                }
+            }
+            finish(ctx, &decided, "this tool call").await
+        }
+    }
+}
+
+fn flooded() -> Answer {
+    Answer::new(
+        Status::Stop,
+        format!("more than {MAX_REQUESTS_PER_ATTEMPT} requests in one attempt: stop now"),
+    )
+}
+
+fn stop_reason(ctx: &SocketCtx) -> String {
+    ctx.stop
+        .borrow()
+        .clone()
+        .unwrap_or_else(|| "stop now".into())
+}
+
+/// Records a request and posts it in the run's topic. `None` past the flood cap.
+async fn record(ctx: &SocketCtx, new: &NewRequest) -> Result<Option<Request>, StoreError> {
+    if ctx.requests.load(Ordering::Relaxed) >= MAX_REQUESTS_PER_ATTEMPT {
+        return Ok(None);
+    }
+    let mut tx = ctx.shared.store.begin_write().await?;
+    let recorded = tx.record_request(new, &ctx.fence).await?;
+    if recorded.new {
+        ctx.requests.fetch_add(1, Ordering::Relaxed);
+        let text = super::supervise::relay_request(&recorded.request, ctx.private);
+        ctx.shared
+            .poster
+            .post(&mut tx, &format!("run {}", ctx.fence.run), &text)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(Some(recorded.request))
+}
+
+/// Waits until none of `ids` is pending (escalated counts: a human decides
+/// later), or `deadline`. `None` when the worker must stop meanwhile.
+async fn wait(
+    ctx: &SocketCtx,
+    ids: &[i64],
+    deadline: tokio::time::Instant,
+) -> Result<Option<Request>, StoreError> {
+    let mut changes = ctx.shared.store.changes();
+    let mut stop = ctx.stop.clone();
+    loop {
+        changes.mark_seen();
+        let mut last = None;
+        let mut pending = false;
+        for id in ids {
+            let request = ctx
+                .shared
+                .store
+                .request(*id)
+                .await?
+                .ok_or_else(|| StoreError::Corrupt(format!("request {id} vanished")))?;
+            pending |= request.status == RequestStatus::Pending;
+            last = Some(request);
+        }
+        if !pending || tokio::time::Instant::now() >= deadline {
+            return Ok(last);
+        }
+        if stop.borrow().is_some() {
+            return Ok(None);
+        }
+        tokio::select! {
+            _ = changes.changed() => {}
+            _ = stop.changed() => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// The answer to decided requests (all must be approved to go ahead), and
+/// the decisions marked known to the worker.
+async fn finish(ctx: &SocketCtx, requests: &[Request], what: &str) -> Result<Answer, StoreError> {
+    let mut delivered = Vec::new();
+    let mut answer: Option<Answer> = None;
+    let mut note = None;
+    for request in requests {
+        let reason = request.decision_reason.clone().unwrap_or_default();
+        let this = match request.status {
+            RequestStatus::Approved => {
+                delivered.push(request.id);
+                note = note.or_else(|| request.note.clone());
+                continue;
+            }
+            RequestStatus::Denied => {
+                delivered.push(request.id);
+                Answer::new(
+                    Status::Denied,
+                    format!(
+                        "{} (request {}) is denied: {reason}",
+                        request.action, request.id
+                    ),
+                )
+            }
+            RequestStatus::Expired => {
+                delivered.push(request.id);
+                Answer::new(
+                    Status::Denied,
+                    format!(
+                        "{} (request {}) expired: {reason}",
+                        request.action, request.id
+                    ),
+                )
+            }
+            RequestStatus::Escalated => Answer::new(
+                Status::Escalated,
+                format!(
+                    "a human decides on {} (request {}) for {what}: stop now and end your turn; \
+                     you will be resumed with the answer",
+                    request.action, request.id
+                ),
+            ),
+            RequestStatus::Pending => Answer::new(
+                Status::Escalated,
+                format!(
+                    "no decision on {} (request {}) yet: stop now and end your turn; \
+                     you will be resumed with the answer",
+                    request.action, request.id
+                ),
+            ),
+        };
+        // A denial outranks waiting for a human.
+        let rank = |a: &Answer| matches!(a.status, Status::Denied) as u8;
+        if answer.as_ref().is_none_or(|a| rank(&this) > rank(a)) {
+            answer = Some(Answer {
+                request: Some(request.id),
+                ..this
+            });
+        }
+    }
+    if !delivered.is_empty() {
+        let mut tx = ctx.shared.store.begin_write().await?;
+        tx.mark_delivered(&delivered).await?;
+        tx.commit().await?;
+    }
+    Ok(answer.unwrap_or_else(|| Answer {
+        status: Status::Approved,
+        reason: String::new(),
+        request: requests.last().map(|r| r.id),
+        note,
+    }))
+}

@@ -1,0 +1,568 @@
+//! Starting a worker: its run directory, its rules, its command line, its
+//! environment, and the process itself (in its own session and process
+//! group, as its own user, through the worker shim that records its exit).
+//!
+//! A run's directory, kept across its attempts:
+//!
+//! ```text
+//! <runs dir>/<run>/        Eagle's, 0711 (the worker may pass through, not list)
+//!   work/                  the worker's: its working directory (a clone of runner.repo, if set)
+//!   home/                  the worker's: HOME, CLAUDE_CONFIG_DIR (home/.claude), TMPDIR (home/tmp)
+//!   eagle/                 Eagle's, 0755: rules.md, settings.json (Claude Code), the socket, exit files
+//! ```
+//!
+//! The work log goes to `<logs dir>/<task>/<kind>_<timestamp>.md`, which
+//! only Eagle can open: the worker writes to it through the descriptor it
+//! inherits, and the runner follows the file.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use super::host::{self, UnixUser};
+use super::wire::{ENV_RUN, ENV_SOCKET, ENV_TOKEN};
+use super::{PromptKind, Shared};
+use crate::profile::WorkerKind;
+use crate::store::{Run, Task};
+
+/// Environment variables a worker keeps from Eagle's own, if set.
+const PASSED_THROUGH: &[&str] = &["LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"];
+/// A Unix socket path must fit in `sun_path` (108 bytes with its NUL).
+const MAX_SOCKET_PATH: usize = 100;
+
+/// Creates the runs and logs directories with their permissions. With a
+/// separate worker user, the way down to the runs directory must be
+/// passable (not listable) for it: Eagle opens up its own directories (the
+/// data directory and below) for passing through, and refuses to start if a
+/// directory above them is closed, saying which.
+pub(super) fn prepare_dirs(shared: &Shared) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    std::fs::create_dir_all(&shared.runs_dir)?;
+    std::fs::create_dir_all(&shared.logs_dir)?;
+    host::chmod(&shared.logs_dir, 0o700)?;
+    if shared.worker_user.is_none() {
+        return Ok(());
+    }
+    let mut dir = Some(shared.runs_dir.as_path());
+    while let Some(d) = dir {
+        let meta = std::fs::metadata(d)?;
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o001 != 0 {
+            if d.starts_with(&shared.data_dir) || d == shared.runs_dir {
+                dir = d.parent();
+                continue;
+            }
+            break;
+        }
+        let ours = meta.uid() == host::euid()
+            && (d.starts_with(&shared.data_dir) || d.starts_with(&shared.runs_dir));
+        if !ours {
+            return Err(std::io::Error::other(format!(
+                "the worker user cannot pass through {} on the way to {}: \
+                 set runner.runs_dir to a directory it can reach, or allow it (chmod o+x)",
+                d.display(),
+                shared.runs_dir.display()
+            )));
+        }
+        host::chmod(d, mode | 0o011)?;
+        dir = d.parent();
+    }
+    Ok(())
+}
+
+/// Where one run's files are.
+#[derive(Debug, Clone)]
+pub(super) struct RunDir {
+    pub base: PathBuf,
+    pub work: PathBuf,
+    pub home: PathBuf,
+    pub eagle: PathBuf,
+}
+
+impl RunDir {
+    pub fn of(shared: &Shared, run_id: i64) -> RunDir {
+        let base = shared.runs_dir.join(run_id.to_string());
+        RunDir {
+            work: base.join("work"),
+            home: base.join("home"),
+            eagle: base.join("eagle"),
+            base,
+        }
+    }
+
+    pub fn socket_path(&self, shared: &Shared, run_id: i64, attempt: i64) -> PathBuf {
+        let path = self.eagle.join(format!("sock-{attempt}"));
+        if path.as_os_str().len() <= MAX_SOCKET_PATH {
+            return path;
+        }
+        // A deep runs directory: the socket goes to a short private place.
+        let dir = std::env::temp_dir().join(format!("eagle-{}", host::euid()));
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = host::chmod(
+            &dir,
+            if shared.worker_user.is_some() {
+                0o711
+            } else {
+                0o700
+            },
+        );
+        dir.join(format!("r{run_id}-{attempt}-{:08x}", fastrand::u32(..)))
+    }
+}
+
+/// Creates what a run needs before a worker starts (idempotent: later
+/// attempts find it in place). Returns the paths.
+pub(super) async fn prepare_run(
+    shared: &Shared,
+    run: &Run,
+    task: Option<&Task>,
+) -> std::io::Result<RunDir> {
+    let dir = RunDir::of(shared, run.id);
+    let user = shared.worker_user.as_ref();
+    std::fs::create_dir_all(&dir.base)?;
+    host::chmod(&dir.base, 0o711)?;
+    std::fs::create_dir_all(&dir.eagle)?;
+    host::chmod(&dir.eagle, 0o755)?;
+    let fresh = !dir.work.exists();
+    if fresh {
+        match &shared.settings.repo {
+            Some(repo) => clone_repo(repo, &dir.work, user).await?,
+            None => std::fs::create_dir_all(&dir.work)?,
+        }
+    }
+    for sub in [&dir.home, &dir.home.join(".claude"), &dir.home.join("tmp")] {
+        std::fs::create_dir_all(sub)?;
+    }
+    for owned in [
+        &dir.work,
+        &dir.home,
+        &dir.home.join(".claude"),
+        &dir.home.join("tmp"),
+    ] {
+        host::chmod(owned, 0o700)?;
+        if let Some(user) = user {
+            host::chown(owned, user)?;
+        }
+    }
+    let rules = rules_text(run, task);
+    std::fs::write(dir.eagle.join("rules.md"), &rules)?;
+    host::chmod(&dir.eagle.join("rules.md"), 0o644)?;
+    write_agent_files(&dir.work, &rules, user)?;
+    Ok(dir)
+}
+
+async fn clone_repo(repo: &Path, work: &Path, user: Option<&UnixUser>) -> std::io::Result<()> {
+    let mut git = tokio::process::Command::new("git");
+    git.arg("clone")
+        .arg("--quiet")
+        .arg(repo)
+        .arg(work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(user) = user {
+        // The clone must be the worker's; its parent directory is Eagle's.
+        std::fs::create_dir_all(work)?;
+        host::chown(work, user)?;
+        git.uid(user.uid).gid(user.gid).env("HOME", &user.home);
+    }
+    let out = git.output().await?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "git clone {} failed: {}",
+            repo.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// The run's rules (seed 001's AGENTS.md), for every kind of worker.
+fn rules_text(run: &Run, task: Option<&Task>) -> String {
+    let task = task.map_or_else(|| run.task_gid.clone(), |t| format!("task #{}", t.id));
+    format!(
+        "# Rules of run {run} ({task}), from Eagle\n\n\
+         Read these before anything else; they hold for the whole run.\n\n\
+         1. Ask before you act: `eagle request <action> <details>`. Exit 0: go ahead. Exit 1: denied, the reason is on stderr; do not do it. \
+         Exit 3: a human decides: print `[STATUS: waiting] <what you asked>` and stop at once; you will be resumed with the answer. Exit 4: Eagle cannot be reached: stop.\n\
+         2. Actions: create_worktree, run_build, run_tests, push_branch, open_draft_pr (approved without fuss); merge_pr and post_asana_comment (a human decides); modify_unrelated_file (denied).\n\
+         3. Report with lines of their own: `[STATUS: <phase>] <one line>`, `[DONE: pr_ready] PR <url> <summary>`, `[ESCALATE: <topic>] <question>`.\n\
+         4. Work only in this directory. Never merge. Never post to chat. Never commit AGENTS.md or CLAUDE.md.\n\
+         5. Something outside the task: `[ESCALATE: scope_expansion] <what>`, and leave it alone.\n",
+        run = run.id
+    )
+}
+
+/// AGENTS.md with the rules and CLAUDE.md importing it, unless the checkout
+/// has its own; kept out of commits through `.git/info/exclude`.
+fn write_agent_files(work: &Path, rules: &str, user: Option<&UnixUser>) -> std::io::Result<()> {
+    let mut written = Vec::new();
+    for (name, text) in [("AGENTS.md", rules), ("CLAUDE.md", "@AGENTS.md\n")] {
+        let path = work.join(name);
+        let ours = std::fs::read_to_string(&path)
+            .is_ok_and(|t| t == text || t.starts_with("# Rules of run"));
+        if path.exists() && !ours {
+            continue;
+        }
+        std::fs::write(&path, text)?;
+        host::chmod(&path, 0o644)?;
+        if let Some(user) = user {
+            host::chown(&path, user)?;
+        }
+        written.push(name);
+    }
+    let info = work.join(".git").join("info");
+    if work.join(".git").is_dir() && !written.is_empty() {
+        std::fs::create_dir_all(&info)?;
+        let exclude = info.join("exclude");
+        let current = std::fs::read_to_string(&exclude).unwrap_or_default();
+        let mut text = current.clone();
+        for name in written {
+            let line = format!("/{name}");
+            if !current.lines().any(|l| l.trim() == line) {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&line);
+                text.push('\n');
+            }
+        }
+        if text != current {
+            std::fs::write(&exclude, text)?;
+            if let Some(user) = user {
+                host::chown(&exclude, user)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Claude Code's settings for a worker: only Eagle's PreToolUse hook, with
+/// an explicit timeout and `onFailure: block`, so that a hook that fails or
+/// times out blocks the tool instead of letting it run.
+pub(super) fn claude_settings(shared: &Shared) -> serde_json::Value {
+    let timeout = shared.settings.hook_timeout.as_secs().max(10);
+    let command = format!(
+        "{} hook claude-pretool --timeout {}",
+        shell_words::quote(&shared.exe.display().to_string()),
+        timeout
+    );
+    serde_json::json!({
+        "hooks": {
+            "PreToolUse": [{
+                "matcher": "*",
+                "hooks": [{
+                    "type": "command",
+                    "command": command,
+                    "timeout": timeout,
+                    "onFailure": "block"
+                }]
+            }]
+        }
+    })
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub(super) struct Launch {
+    pub prompt: String,
+    /// Claude Code: the session to start (`--session-id`) or resume (`--resume`).
+    pub session: Option<(String, bool)>,
+    pub remaining_budget: Option<f64>,
+    pub run: i64,
+    pub task_id: i64,
+    pub attempt: i64,
+}
+
+/// The worker's command line: the template with its placeholders filled,
+/// plus what the runner adds for Claude Code.
+pub(super) fn argv(shared: &Shared, dir: &RunDir, launch: &Launch) -> Vec<String> {
+    let values: BTreeMap<&str, String> = [
+        ("prompt", launch.prompt.clone()),
+        ("workdir", dir.work.display().to_string()),
+        ("run", launch.run.to_string()),
+        ("task", launch.task_id.to_string()),
+        ("attempt", launch.attempt.to_string()),
+    ]
+    .into_iter()
+    .collect();
+    let mut argv: Vec<String> = shared
+        .command
+        .argv
+        .iter()
+        .map(|word| fill(word, &values))
+        .collect();
+    if shared.command.kind == WorkerKind::Claude {
+        if let Some((session, resume)) = &launch.session {
+            argv.push(if *resume { "--resume" } else { "--session-id" }.into());
+            argv.push(session.clone());
+        }
+        if !argv.iter().any(|a| a == "--output-format") {
+            argv.extend(["--output-format", "stream-json", "--verbose"].map(String::from));
+        }
+        argv.extend([
+            "--settings".to_string(),
+            dir.eagle.join("settings.json").display().to_string(),
+            "--setting-sources".to_string(),
+            String::new(),
+            "--append-system-prompt-file".to_string(),
+            dir.eagle.join("rules.md").display().to_string(),
+        ]);
+        if let Some(budget) = launch.remaining_budget {
+            argv.push("--max-budget-usd".into());
+            argv.push(format!("{:.4}", budget.max(0.0001)));
+        }
+    }
+    argv
+}
+
+fn fill(word: &str, values: &BTreeMap<&str, String>) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut rest = word;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        match rest[open..].find('}') {
+            Some(close) => {
+                let name = &rest[open + 1..open + close];
+                match values.get(name) {
+                    Some(value) => out.push_str(value),
+                    None => out.push_str(&rest[open..=open + close]),
+                }
+                rest = &rest[open + close + 1..];
+            }
+            None => {
+                out.push_str(&rest[open..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The worker's whole environment: nothing from Eagle's but what is listed.
+pub(super) fn environment(
+    shared: &Shared,
+    dir: &RunDir,
+    run: i64,
+    socket: &Path,
+    token: &str,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let exe_dir = shared
+        .exe
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let base_path = shared
+        .settings
+        .worker_path
+        .clone()
+        .or_else(|| shared.env.get("PATH").cloned())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    env.insert("PATH".into(), format!("{exe_dir}:{base_path}"));
+    env.insert("HOME".into(), dir.home.display().to_string());
+    env.insert("TMPDIR".into(), dir.home.join("tmp").display().to_string());
+    let user = shared
+        .worker_user
+        .as_ref()
+        .map(|u| u.name.clone())
+        .or_else(|| shared.env.get("USER").cloned())
+        .unwrap_or_else(|| "worker".into());
+    env.insert("USER".into(), user.clone());
+    env.insert("LOGNAME".into(), user);
+    for name in PASSED_THROUGH {
+        if let Some(value) = shared.env.get(*name) {
+            env.insert((*name).to_string(), value.clone());
+        }
+    }
+    if shared.command.kind == WorkerKind::Claude {
+        env.insert(
+            "CLAUDE_CONFIG_DIR".into(),
+            dir.home.join(".claude").display().to_string(),
+        );
+        env.insert(
+            "CLAUDE_CODE_TMPDIR".into(),
+            dir.home.join("tmp").display().to_string(),
+        );
+        for quiet in [
+            "DISABLE_AUTOUPDATER",
+            "DISABLE_TELEMETRY",
+            "DISABLE_ERROR_REPORTING",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        ] {
+            env.insert(quiet.into(), "1".into());
+        }
+    }
+    for name in &shared.settings.worker_env {
+        if let Some(value) = shared.env.get(name) {
+            env.insert(name.clone(), value.clone());
+        }
+    }
+    env.insert(ENV_RUN.into(), run.to_string());
+    env.insert(ENV_SOCKET.into(), socket.display().to_string());
+    env.insert(ENV_TOKEN.into(), token.to_string());
+    env
+}
+
+/// A started worker.
+#[derive(Debug)]
+pub(super) struct Started {
+    pub child: tokio::process::Child,
+    pub pid: i32,
+    pub start_ticks: u64,
+}
+
+/// The work log's path for a task and kind: `<logs>/<task>/<kind>_<time>.md`.
+pub(super) fn log_path(shared: &Shared, task_gid: &str, kind: PromptKind) -> PathBuf {
+    let safe: String = task_gid
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(80)
+        .collect();
+    let stamp = chrono::Utc::now().format("%Y-%m-%d-%H-%M-%S%.3f");
+    shared
+        .logs_dir
+        .join(if safe.is_empty() { "task".into() } else { safe })
+        .join(format!("{}_{stamp}.md", kind.as_str()))
+}
+
+/// Starts the worker through the shim: a new session (its own process
+/// group), the run's working directory, the given environment only, the
+/// worker user, stdout and stderr into the work log, and the exit file on
+/// descriptor 3.
+pub(super) fn start(
+    shared: &Shared,
+    argv: &[String],
+    env: &BTreeMap<String, String>,
+    workdir: &Path,
+    log: &Path,
+    exit_file: &Path,
+    shim_deadline: std::time::Duration,
+) -> std::io::Result<Started> {
+    if let Some(parent) = log.parent() {
+        std::fs::create_dir_all(parent)?;
+        host::chmod(parent, 0o700)?;
+    }
+    let log_file = OpenOptions::new().create(true).append(true).open(log)?;
+    let log_err = log_file.try_clone()?;
+    let exit = File::create(exit_file)?;
+    let exit_fd = exit.as_raw_fd();
+    let mut command = tokio::process::Command::new(&shared.exe);
+    command
+        .arg("worker-shim")
+        .arg("--deadline")
+        .arg(shim_deadline.as_secs().to_string())
+        .arg("--")
+        .args(argv)
+        .env_clear()
+        .envs(env)
+        .current_dir(workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log_file))
+        .stderr(Stdio::from(log_err))
+        .kill_on_drop(false);
+    if let Some(user) = &shared.worker_user {
+        command.uid(user.uid).gid(user.gid);
+    }
+    // SAFETY: only async-signal-safe calls (setsid, dup2, fcntl) between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if exit_fd == 3 {
+                if libc::fcntl(3, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(exit_fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn()?;
+    drop(exit);
+    let pid = child
+        .id()
+        .ok_or_else(|| std::io::Error::other("the worker exited before it could be watched"))?
+        as i32;
+    let start_ticks = host::start_ticks(pid).unwrap_or(0);
+    Ok(Started {
+        child,
+        pid,
+        start_ticks,
+    })
+}
+
+/// A fresh secret for one attempt: 32 random bytes, hex.
+pub(super) fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    for b in &mut bytes {
+        *b = fastrand::u8(..);
+    }
+    // fastrand is not a CSPRNG: mix in the kernel's randomness when available.
+    if let Ok(mut f) = File::open("/dev/urandom") {
+        use std::io::Read;
+        let mut kernel = [0u8; 32];
+        if f.read_exact(&mut kernel).is_ok() {
+            for (b, k) in bytes.iter_mut().zip(kernel) {
+                *b ^= k;
+            }
+        }
+    }
+    crate::policy::hex(&bytes)
+}
+
+/// A random version-4 UUID (Claude Code's session ids).
+pub(super) fn new_uuid() -> String {
+    let hex = new_token();
+    let mut chars: Vec<char> = hex[..32].chars().collect();
+    chars[12] = '4';
+    chars[16] = ['8', '9', 'a', 'b'][fastrand::usize(..4)];
+    let s: String = chars.into_iter().collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &s[..8],
+        &s[8..12],
+        &s[12..16],
+        &s[16..20],
+        &s[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_fill_within_words() {
+        let values: BTreeMap<&str, String> =
+            [("prompt", "do {it}".to_string()), ("run", "4".into())]
+                .into_iter()
+                .collect();
+        assert_eq!(fill("{prompt}", &values), "do {it}");
+        assert_eq!(fill("--run={run}", &values), "--run=4");
+        assert_eq!(fill("{unknown}x", &values), "{unknown}x");
+        assert_eq!(fill("a{b", &values), "a{b");
+    }
+
+    #[test]
+    fn tokens_and_uuids_look_right() {
+        let token = new_token();
+        assert_eq!(token.len(), 64);
+        assert_ne!(token, new_token());
+        let uuid = new_uuid();
+        assert_eq!(uuid.len(), 36);
+        assert_eq!(&uuid[14..15], "4");
+    }
+}
