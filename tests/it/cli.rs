@@ -139,14 +139,14 @@ fn migrate_reports_what_it_did() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "stderr: {stderr}");
     assert!(
-        stdout.contains("1 migration(s) applied now, 1 in all (sqlite backend)"),
+        stdout.contains("2 migration(s) applied now, 2 in all (sqlite backend)"),
         "{stdout}"
     );
     let out = home.run(&["migrate", "--profile", "executor"], "");
     assert!(
         text(&out)
             .0
-            .contains("0 migration(s) applied now, 1 in all")
+            .contains("0 migration(s) applied now, 2 in all")
     );
 }
 

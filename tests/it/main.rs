@@ -7,6 +7,7 @@
 
 mod cli;
 mod policy;
+mod runs;
 mod store;
 mod support;
 mod zulip;

@@ -12,24 +12,24 @@ use crate::cli::encodings_of;
 use crate::support::Home;
 
 /// Generous: the binary starts, registers and answers well within it.
-const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
 /// A realm with Eagle's two bots, two people, another bot and two channels.
-struct Realm {
-    fake: FakeZulip,
-    eagle: u64,
-    executor: u64,
-    alex: u64,
-    bob: u64,
-    other_bot: u64,
+pub(crate) struct Realm {
+    pub(crate) fake: FakeZulip,
+    pub(crate) eagle: u64,
+    pub(crate) executor: u64,
+    pub(crate) alex: u64,
+    pub(crate) bob: u64,
+    pub(crate) other_bot: u64,
 }
 
 impl Realm {
-    async fn start() -> Realm {
+    pub(crate) async fn start() -> Realm {
         Realm::with(FakeConfig::default()).await
     }
 
-    async fn with(config: FakeConfig) -> Realm {
+    pub(crate) async fn with(config: FakeConfig) -> Realm {
         let fake = FakeZulip::start(config).await;
         let eagle = fake.add_user("eagle-bot@example.com", "Eagle", true);
         let executor = fake.add_user("executor-bot@example.com", "Исполнитель", true);
@@ -53,7 +53,7 @@ impl Realm {
     }
 
     /// A home whose profiles talk to this realm.
-    fn home(&self) -> Home {
+    pub(crate) fn home(&self) -> Home {
         let mut home = Home::new();
         for (profile, user, email) in [
             ("eagle", self.eagle, "eagle-bot@example.com"),
@@ -71,10 +71,15 @@ impl Realm {
         }
         home.set("EAGLE_APPROVERS", "alex@example.com");
         home.set("RUST_LOG", "eagle=debug,warn");
+        // The executor needs a worker command to start: the demo worker.
+        home.set(
+            "EAGLE_RUNNER__WORKER_COMMAND",
+            &format!("{} demo-worker {{prompt}}", crate::support::eagle_bin().display()),
+        );
         home
     }
 
-    fn replies(&self, channel: &str, topic: &str) -> Vec<StoredMessage> {
+    pub(crate) fn replies(&self, channel: &str, topic: &str) -> Vec<StoredMessage> {
         self.fake
             .messages_in(channel, topic)
             .into_iter()
@@ -83,7 +88,7 @@ impl Realm {
     }
 
     /// Waits until Eagle's replies in a topic satisfy `check`.
-    async fn wait_replies(
+    pub(crate) async fn wait_replies(
         &self,
         channel: &str,
         topic: &str,
@@ -113,7 +118,7 @@ impl Realm {
 
     /// Waits until `count` processes of a bot are long-polling their queues
     /// (up, caught up, and listening).
-    async fn wait_listening(&self, user: u64, count: usize) {
+    pub(crate) async fn wait_listening(&self, user: u64, count: usize) {
         let ok = self
             .fake
             .wait_until(WAIT, move |fake| {
@@ -131,7 +136,7 @@ impl Realm {
         );
     }
 
-    async fn wait_reaction(&self, message_id: u64, emoji: &str) {
+    pub(crate) async fn wait_reaction(&self, message_id: u64, emoji: &str) {
         let (eagle, wanted) = (self.eagle, emoji.to_string());
         let ok = self
             .fake
@@ -150,13 +155,13 @@ impl Realm {
 }
 
 /// A running `eagle run`.
-struct Running {
+pub(crate) struct Running {
     child: Child,
     log: PathBuf,
 }
 
 impl Running {
-    fn start(home: &Home, profile: &str) -> Running {
+    pub(crate) fn start(home: &Home, profile: &str) -> Running {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let log = home.dir.path().join(format!("{profile}-{n}.log"));
@@ -170,12 +175,12 @@ impl Running {
         Running { child, log }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// SIGTERM, then the exit status.
-    fn stop(mut self) -> (Option<i32>, String) {
+    pub(crate) fn stop(mut self) -> (Option<i32>, String) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
@@ -184,13 +189,13 @@ impl Running {
     }
 
     /// SIGKILL: no chance to clean up.
-    fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
     /// Waits for the process to exit on its own.
-    fn wait(mut self) -> (Option<i32>, String) {
+    pub(crate) fn wait(mut self) -> (Option<i32>, String) {
         let status = self.child.wait().expect("wait");
         (status.code(), self.log())
     }

@@ -243,26 +243,11 @@ pub fn validate(
         },
     };
 
-    let runner = match (raw.runner, role) {
-        (Some(_), Role::Orchestrator) => {
-            return Err(origins.error(
-                "runner",
-                None,
-                "[runner] belongs in the executor profile (role = \"executor\")",
-            ));
-        }
-        (runner, _) => runner_settings(runner.unwrap_or_default(), &origins, base)?,
-    };
-    let decisions = match (raw.decisions, role) {
-        (Some(_), Role::Executor) => {
-            return Err(origins.error(
-                "decisions",
-                None,
-                "[decisions] belongs in the orchestrator profile (role = \"orchestrator\")",
-            ));
-        }
-        (decisions, _) => decision_settings(decisions.unwrap_or_default(), &origins)?,
-    };
+    // [runner] is the executor's (and the shell's, without an executor
+    // profile); [decisions] is Eagle's. Both are read for every profile, so
+    // one environment can serve both processes.
+    let runner = runner_settings(raw.runner.unwrap_or_default(), &origins, base)?;
+    let decisions = decision_settings(raw.decisions.unwrap_or_default(), &origins)?;
     let shell_wait = duration(raw.shell_wait.as_deref(), DEFAULT_SHELL_WAIT)
         .map_err(|why| origins.error("shell_wait", None, why))?;
 

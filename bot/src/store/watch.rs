@@ -28,12 +28,14 @@ use tokio_util::sync::CancellationToken;
 /// The PostgreSQL notification channel.
 pub(crate) const CHANNEL: &str = "eagle_changes";
 /// How often SQLite's data version is read.
-const SQLITE_POLL: Duration = Duration::from_millis(100);
+const SQLITE_POLL: Duration = Duration::from_millis(25);
 
 /// Shared by every clone of a store.
 #[derive(Debug)]
 pub(crate) struct Hub {
     generation: watch::Sender<u64>,
+    /// Whether the watcher of other processes is connected.
+    ready: watch::Sender<bool>,
     started: std::sync::Once,
     pub(crate) stop: CancellationToken,
 }
@@ -42,6 +44,7 @@ impl Hub {
     pub(crate) fn new() -> Arc<Hub> {
         Arc::new(Hub {
             generation: watch::Sender::new(0),
+            ready: watch::Sender::new(false),
             started: std::sync::Once::new(),
             stop: CancellationToken::new(),
         })
@@ -57,6 +60,7 @@ impl Hub {
 #[derive(Debug)]
 pub struct Changes {
     rx: watch::Receiver<u64>,
+    ready: watch::Receiver<bool>,
 }
 
 impl Changes {
@@ -73,6 +77,14 @@ impl Changes {
     pub fn mark_seen(&mut self) {
         self.rx.borrow_and_update();
     }
+
+    /// Waits until changes made by other processes are watched: from then
+    /// on, none is missed.
+    pub async fn ready(&mut self) {
+        if self.ready.wait_for(|ready| *ready).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 impl super::Store {
@@ -87,6 +99,7 @@ impl super::Store {
         });
         Changes {
             rx: self.hub.generation.subscribe(),
+            ready: self.hub.ready.subscribe(),
         }
     }
 }
@@ -125,6 +138,7 @@ async fn listen_postgres(pool: &sqlx::PgPool, hub: &Hub) {
         backoff.succeeded();
         // Whatever happened while not listening is swept now.
         hub.bump();
+        hub.ready.send_replace(true);
         loop {
             match listener.try_recv().await {
                 Ok(Some(_)) => hub.bump(),
@@ -168,8 +182,14 @@ async fn poll_sqlite(store: &super::Store) {
                 .await
             {
                 Ok(version) => {
-                    if last.is_some_and(|v| v != version) {
-                        store.hub.bump();
+                    match last {
+                        Some(v) if v != version => store.hub.bump(),
+                        Some(_) => {}
+                        // Connected: whatever happened before is swept now.
+                        None => {
+                            store.hub.bump();
+                            store.hub.ready.send_replace(true);
+                        }
                     }
                     last = Some(version);
                 }
