@@ -6,6 +6,7 @@
 //! PostgreSQL tests fail, never skip).
 
 mod cli;
+mod executor;
 mod policy;
 mod runs;
 mod store;

@@ -74,7 +74,10 @@ async fn queued_run(store: &Store, n: usize) -> i64 {
     let run = tx.start_run(id, ALEX, "!go").await.unwrap();
     tx.commit().await.unwrap();
     assert_eq!(run.state, RunState::Queued);
-    assert_eq!(run.thread_id.as_deref(), Some(format!("run {}", run.id).as_str()));
+    assert_eq!(
+        run.thread_id.as_deref(),
+        Some(format!("run {}", run.id).as_str())
+    );
     run.id
 }
 
@@ -92,7 +95,14 @@ async fn the_transition_table_is_enforced_and_the_task_follows(db: Db) {
         })
         .await;
     assert!(
-        matches!(illegal, Err(StoreError::IllegalTransition { from: "queued", to: "pr", .. })),
+        matches!(
+            illegal,
+            Err(StoreError::IllegalTransition {
+                from: "queued",
+                to: "pr",
+                ..
+            })
+        ),
         "{illegal:?}"
     );
     let cancelled = store
@@ -109,7 +119,11 @@ async fn the_transition_table_is_enforced_and_the_task_follows(db: Db) {
     assert!(cancelled.completed_at.is_some());
     let mut tx = store.begin_read().await.unwrap();
     let task = tx.task_by_gid("zulip:1").await.unwrap().unwrap();
-    assert_eq!(task.status, TaskStatus::Cancelled, "the task follows its run");
+    assert_eq!(
+        task.status,
+        TaskStatus::Cancelled,
+        "the task follows its run"
+    );
     drop(tx);
     let again = store
         .transition_run(&Transition {
@@ -124,7 +138,10 @@ async fn the_transition_table_is_enforced_and_the_task_follows(db: Db) {
     let trail = store.audit_trail(&format!("run:{run}")).await.unwrap();
     let actions: Vec<&str> = trail.iter().map(|e| e.action.as_str()).collect();
     assert_eq!(actions, vec!["run.queued", "run.cancelled"]);
-    let task_trail = store.audit_trail(&format!("task:{}", task.id)).await.unwrap();
+    let task_trail = store
+        .audit_trail(&format!("task:{}", task.id))
+        .await
+        .unwrap();
     assert!(task_trail.iter().any(|e| e.action == "task.approved"));
     assert!(task_trail.iter().any(|e| e.action == "task.cancelled"));
 }
@@ -135,14 +152,26 @@ async fn claims_hold_the_global_limit_and_every_write_is_fenced(db: Db) {
     for n in 1..=3 {
         queued_run(&store, n).await;
     }
-    let a = store.claim_run("runner-a", &limits(2)).await.unwrap().unwrap();
-    let b = store.claim_run("runner-b", &limits(2)).await.unwrap().unwrap();
+    let a = store
+        .claim_run("runner-a", &limits(2))
+        .await
+        .unwrap()
+        .unwrap();
+    let b = store
+        .claim_run("runner-b", &limits(2))
+        .await
+        .unwrap()
+        .unwrap();
     assert_ne!(a.run.id, b.run.id);
     assert_ne!(a.slot, b.slot);
     assert_eq!(a.run.state, RunState::InProgress);
     assert_eq!(a.fence.attempt, 1);
     assert!(
-        store.claim_run("runner-c", &limits(2)).await.unwrap().is_none(),
+        store
+            .claim_run("runner-c", &limits(2))
+            .await
+            .unwrap()
+            .is_none(),
         "a third worker would break the limit"
     );
     let mut tx = store.begin_read().await.unwrap();
@@ -159,9 +188,7 @@ async fn claims_hold_the_global_limit_and_every_write_is_fenced(db: Db) {
         Err(StoreError::Fenced(_))
     ));
     let mut tx = store.begin_write().await.unwrap();
-    let refused = tx
-        .finish_attempt(&stale, Some(0), &RunEnd::Waiting)
-        .await;
+    let refused = tx.finish_attempt(&stale, Some(0), &RunEnd::Waiting).await;
     assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
     drop(tx);
     store.heartbeat(&a.fence, &limits(2)).await.unwrap();
@@ -182,7 +209,11 @@ async fn claims_hold_the_global_limit_and_every_write_is_fenced(db: Db) {
     tx.commit().await.unwrap();
     assert_eq!(run.state, RunState::Pr);
     assert!(run.lease_owner.is_none() && run.slot.is_none());
-    let c = store.claim_run("runner-c", &limits(2)).await.unwrap().unwrap();
+    let c = store
+        .claim_run("runner-c", &limits(2))
+        .await
+        .unwrap()
+        .unwrap();
     assert_ne!(c.run.id, a.run.id);
     assert_ne!(c.run.id, b.run.id);
 }
@@ -239,8 +270,18 @@ async fn requests_are_recorded_once_and_decided_once(db: Db) {
     let test = TestDb::new(db).await;
     let store = test.open().await;
     queued_run(&store, 1).await;
-    let claim = store.claim_run("runner-a", &limits(2)).await.unwrap().unwrap();
-    let new = request(claim.run.id, claim.fence.attempt, "sock:1", "run_tests", "all");
+    let claim = store
+        .claim_run("runner-a", &limits(2))
+        .await
+        .unwrap()
+        .unwrap();
+    let new = request(
+        claim.run.id,
+        claim.fence.attempt,
+        "sock:1",
+        "run_tests",
+        "all",
+    );
     let mut tx = store.begin_write().await.unwrap();
     let first = tx.record_request(&new, &claim.fence).await.unwrap();
     let again = tx.record_request(&new, &claim.fence).await.unwrap();
@@ -251,11 +292,25 @@ async fn requests_are_recorded_once_and_decided_once(db: Db) {
 
     let mut tx = store.begin_write().await.unwrap();
     let decided = tx
-        .decide_request(first.request.id, RequestStatus::Approved, "policy:default-approval", "ok", false, None)
+        .decide_request(
+            first.request.id,
+            RequestStatus::Approved,
+            "policy:default-approval",
+            "ok",
+            false,
+            None,
+        )
         .await
         .unwrap();
     let twice = tx
-        .decide_request(first.request.id, RequestStatus::Denied, "policy:other", "no", false, None)
+        .decide_request(
+            first.request.id,
+            RequestStatus::Denied,
+            "policy:other",
+            "no",
+            false,
+            None,
+        )
         .await
         .unwrap();
     let human = tx
@@ -279,7 +334,13 @@ async fn requests_are_recorded_once_and_decided_once(db: Db) {
     let mut tx = store.begin_write().await.unwrap();
     let open = tx
         .record_request(
-            &request(claim.run.id, claim.fence.attempt, "sock:2", "merge_pr", "PR #1"),
+            &request(
+                claim.run.id,
+                claim.fence.attempt,
+                "sock:2",
+                "merge_pr",
+                "PR #1",
+            ),
             &claim.fence,
         )
         .await
@@ -299,9 +360,15 @@ async fn requests_are_recorded_once_and_decided_once(db: Db) {
     assert_eq!(expired.status, RequestStatus::Expired);
     // …and a runner that held it can record nothing new.
     let mut tx = store.begin_write().await.unwrap();
-    tx.finish_attempt(&claim.fence, Some(143), &RunEnd::Stopped { reason: "cancelled".into() })
-        .await
-        .unwrap();
+    tx.finish_attempt(
+        &claim.fence,
+        Some(143),
+        &RunEnd::Stopped {
+            reason: "cancelled".into(),
+        },
+    )
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_write().await.unwrap();
     let late = tx
@@ -317,18 +384,32 @@ async fn a_human_decision_binds_to_exactly_one_identical_request(db: Db) {
     let test = TestDb::new(db).await;
     let store = test.open().await;
     queued_run(&store, 1).await;
-    let claim = store.claim_run("runner-a", &limits(2)).await.unwrap().unwrap();
-    let (run, attempt) = (claim.run.id, claim.fence.attempt);
-    let mut tx = store.begin_write().await.unwrap();
-    let asked = tx
-        .record_request(&request(run, attempt, "sock:1", "merge_pr", "PR #7"), &claim.fence)
-        .await
-        .unwrap()
-        .request;
-    tx.decide_request(asked.id, RequestStatus::Escalated, "policy:default-approval", "a human decides", true, None)
+    let claim = store
+        .claim_run("runner-a", &limits(2))
         .await
         .unwrap()
         .unwrap();
+    let (run, attempt) = (claim.run.id, claim.fence.attempt);
+    let mut tx = store.begin_write().await.unwrap();
+    let asked = tx
+        .record_request(
+            &request(run, attempt, "sock:1", "merge_pr", "PR #7"),
+            &claim.fence,
+        )
+        .await
+        .unwrap()
+        .request;
+    tx.decide_request(
+        asked.id,
+        RequestStatus::Escalated,
+        "policy:default-approval",
+        "a human decides",
+        true,
+        None,
+    )
+    .await
+    .unwrap()
+    .unwrap();
     tx.human_decision(
         asked.id,
         &Approval {
@@ -342,12 +423,18 @@ async fn a_human_decision_binds_to_exactly_one_identical_request(db: Db) {
     .unwrap()
     .unwrap();
     let same = tx
-        .record_request(&request(run, attempt, "sock:2", "merge_pr", "PR #7"), &claim.fence)
+        .record_request(
+            &request(run, attempt, "sock:2", "merge_pr", "PR #7"),
+            &claim.fence,
+        )
         .await
         .unwrap()
         .request;
     let other = tx
-        .record_request(&request(run, attempt, "sock:3", "merge_pr", "PR #8"), &claim.fence)
+        .record_request(
+            &request(run, attempt, "sock:3", "merge_pr", "PR #8"),
+            &claim.fence,
+        )
         .await
         .unwrap()
         .request;
@@ -360,7 +447,10 @@ async fn a_human_decision_binds_to_exactly_one_identical_request(db: Db) {
         "an approval of PR #7 does not approve PR #8"
     );
     let third = tx
-        .record_request(&request(run, attempt, "sock:4", "merge_pr", "PR #7"), &claim.fence)
+        .record_request(
+            &request(run, attempt, "sock:4", "merge_pr", "PR #7"),
+            &claim.fence,
+        )
         .await
         .unwrap()
         .request;
@@ -369,10 +459,24 @@ async fn a_human_decision_binds_to_exactly_one_identical_request(db: Db) {
         "an approval is used once"
     );
     tx.commit().await.unwrap();
-    let trail = store.audit_trail(&format!("request:{}", same.id)).await.unwrap();
-    assert!(trail.iter().any(|e| e.action == "request.decided" && e.decision.as_deref() == Some("approve")));
-    let human = store.audit_trail(&format!("request:{}", asked.id)).await.unwrap();
-    assert!(human.iter().any(|e| e.actor == ALEX && e.source_message_id == Some(99)));
+    let trail = store
+        .audit_trail(&format!("request:{}", same.id))
+        .await
+        .unwrap();
+    assert!(
+        trail
+            .iter()
+            .any(|e| e.action == "request.decided" && e.decision.as_deref() == Some("approve"))
+    );
+    let human = store
+        .audit_trail(&format!("request:{}", asked.id))
+        .await
+        .unwrap();
+    assert!(
+        human
+            .iter()
+            .any(|e| e.actor == ALEX && e.source_message_id == Some(99))
+    );
 }
 
 async fn failures_hold_the_run_for_its_owner_after_max_attempts(db: Db) {
@@ -380,7 +484,11 @@ async fn failures_hold_the_run_for_its_owner_after_max_attempts(db: Db) {
     let store = test.open().await;
     let run = queued_run(&store, 1).await;
     for attempt in 1..=2 {
-        let claim = store.claim_run("runner-a", &limits(2)).await.unwrap().unwrap();
+        let claim = store
+            .claim_run("runner-a", &limits(2))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(claim.fence.attempt, attempt);
         let mut tx = store.begin_write().await.unwrap();
         let after = tx
@@ -404,16 +512,31 @@ async fn failures_hold_the_run_for_its_owner_after_max_attempts(db: Db) {
         tx.run(run).await.unwrap().unwrap()
     };
     assert_eq!(held.waiting_on.as_deref(), Some("Alex"));
-    assert!(store.claim_run("runner-a", &limits(2)).await.unwrap().is_none());
+    assert!(
+        store
+            .claim_run("runner-a", &limits(2))
+            .await
+            .unwrap()
+            .is_none()
+    );
     let notices = store.unposted_notices(10).await.unwrap();
     assert_eq!(notices.len(), 1);
     assert_eq!(notices[0].kind, "attempts");
     // !retry: released, with a fresh count.
     let mut tx = store.begin_write().await.unwrap();
-    let retried = tx.set_held(run, false, ALEX, "retried", true).await.unwrap();
+    let retried = tx
+        .set_held(run, false, ALEX, "retried", true)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     assert_eq!((retried.held, retried.failures), (false, 0));
-    assert!(store.claim_run("runner-a", &limits(2)).await.unwrap().is_some());
+    assert!(
+        store
+            .claim_run("runner-a", &limits(2))
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 async fn pause_and_hold_all_stop_claims(db: Db) {
@@ -425,14 +548,26 @@ async fn pause_and_hold_all_stop_claims(db: Db) {
         tx.set_control(control, true, ALEX).await.unwrap();
         tx.commit().await.unwrap();
         assert!(store.control(control).await.unwrap());
-        assert!(store.claim_run("runner-a", &limits(2)).await.unwrap().is_none());
+        assert!(
+            store
+                .claim_run("runner-a", &limits(2))
+                .await
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(store.work_in_sight().await.unwrap(), 0);
         let mut tx = store.begin_write().await.unwrap();
         tx.set_control(control, false, ALEX).await.unwrap();
         tx.commit().await.unwrap();
     }
     assert_eq!(store.work_in_sight().await.unwrap(), 1);
-    assert!(store.claim_run("runner-a", &limits(2)).await.unwrap().is_some());
+    assert!(
+        store
+            .claim_run("runner-a", &limits(2))
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 async fn changes_wake_watchers(db: Db) {

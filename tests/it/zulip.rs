@@ -74,7 +74,10 @@ impl Realm {
         // The executor needs a worker command to start: the demo worker.
         home.set(
             "EAGLE_RUNNER__WORKER_COMMAND",
-            &format!("{} demo-worker {{prompt}}", crate::support::eagle_bin().display()),
+            &format!(
+                "{} demo-worker {{prompt}}",
+                crate::support::eagle_bin().display()
+            ),
         );
         home
     }

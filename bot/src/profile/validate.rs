@@ -174,18 +174,11 @@ pub fn validate(
         Some(name) => name.to_string(),
     };
 
-    let executor_bot = match (&raw.executor_bot, role) {
-        (None, _) => None,
-        (Some(_), Role::Executor) => {
-            return Err(origins.error(
-                "executor_bot",
-                None,
-                "only an orchestrator profile names the executor bot it trusts",
-            ));
-        }
-        (Some(who), Role::Orchestrator) => {
-            Some(user_ref(who).map_err(|why| origins.error("executor_bot", None, why))?)
-        }
+    // Read by the orchestrator only (the executor ignores it), so that one
+    // environment can serve both profiles.
+    let executor_bot = match &raw.executor_bot {
+        None => None,
+        Some(who) => Some(user_ref(who).map_err(|why| origins.error("executor_bot", None, why))?),
     };
 
     let persona = match raw.persona.as_deref() {
@@ -456,11 +449,9 @@ fn runner_settings(
             raw.hook_timeout.as_deref(),
             Duration::from_secs(120),
         )?,
-        status_interval: dur(
-            "runner.status_interval",
-            raw.status_interval.as_deref(),
-            Duration::from_secs(10),
-        )?,
+        // Zero posts every status line; anything else coalesces bursts.
+        status_interval: duration(raw.status_interval.as_deref(), Duration::from_secs(10))
+            .map_err(|why| origins.error("runner.status_interval", None, why))?,
         prompts_dir: path("runner.prompts_dir", raw.prompts_dir.as_deref())?,
         runs_dir: path("runner.runs_dir", raw.runs_dir.as_deref())?,
         repo: path("runner.repo", raw.repo.as_deref())?,

@@ -728,10 +728,11 @@ impl Worker {
                             let text = relay(&p, run, self.private);
                             // The first status after a quiet spell goes out at
                             // once; a burst after it is coalesced (the newest wins).
-                            let quiet = self.last_status_post.is_none_or(|at| {
-                                at.elapsed() >= self.shared.settings.status_interval
-                            });
-                            if quiet && !posted_status {
+                            let interval = self.shared.settings.status_interval;
+                            let quiet = self
+                                .last_status_post
+                                .is_none_or(|at| at.elapsed() >= interval);
+                            if interval.is_zero() || (quiet && !posted_status) {
                                 self.shared.poster.post(&mut tx, &topic, &text).await?;
                                 posted_status = true;
                             } else {
@@ -740,6 +741,11 @@ impl Worker {
                         }
                         Tag::Done => {
                             done = Some(p.action.clone());
+                            if let Some(before) =
+                                status.take().or_else(|| self.pending_status.take())
+                            {
+                                self.shared.poster.post(&mut tx, &topic, &before).await?;
+                            }
                             let text = relay(&p, run, self.private);
                             self.shared.poster.post(&mut tx, &topic, &text).await?;
                         }
