@@ -506,3 +506,257 @@ where
         }
     }
 }
+
+/// A Unix user for workers, created for the test and removed after it.
+struct WorkerUser {
+    name: String,
+    created: bool,
+}
+
+impl WorkerUser {
+    fn create(name: &str) -> WorkerUser {
+        assert_eq!(
+            eagle::runner::host::euid(),
+            0,
+            "this test starts workers as another user: run it as root (CI does)"
+        );
+        let exists = std::process::Command::new("id")
+            .arg(name)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !exists {
+            let out = std::process::Command::new("useradd")
+                .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+                .output()
+                .expect("useradd");
+            assert!(out.status.success(), "useradd: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        WorkerUser {
+            name: name.into(),
+            created: !exists,
+        }
+    }
+}
+
+impl Drop for WorkerUser {
+    fn drop(&mut self) {
+        if self.created {
+            let _ = std::process::Command::new("userdel").arg(&self.name).output();
+        }
+    }
+}
+
+#[test]
+fn a_worker_running_as_its_own_user_cannot_reach_eagles_secrets() {
+    let user = WorkerUser::create("eagle-test-worker");
+    let mut home = Home::new();
+    // The worker user may pass through the home (not list it), and run the
+    // binary and the script from a copy it can read.
+    eagle::runner::host::chmod(home.dir.path(), 0o711).unwrap();
+    let bin = home.dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    eagle::runner::host::chmod(&bin, 0o755).unwrap();
+    std::fs::copy(crate::support::eagle_bin(), bin.join("eagle")).unwrap();
+    std::fs::copy(fake_worker(), bin.join("fake-worker.sh")).unwrap();
+    for file in ["eagle", "fake-worker.sh"] {
+        eagle::runner::host::chmod(&bin.join(file), 0o755).unwrap();
+    }
+    let zuliprc = home.profiles().join("eagle.zuliprc");
+    std::fs::write(&zuliprc, "[api]\nemail=eagle-bot@example.com\nkey=secret-key-0123456789\nsite=https://zulip.example.com\n").unwrap();
+    eagle::runner::host::chmod(&zuliprc, 0o600).unwrap();
+    home.set("EAGLE_RUNNER__WORKER_USER", &user.name).set(
+        "EAGLE_RUNNER__WORKER_COMMAND",
+        &format!("bash {} {{prompt}}", bin.join("fake-worker.sh").display()),
+    );
+    let mut child = std::process::Command::new(bin.join("eagle"))
+        .arg("shell")
+        .env_clear()
+        .envs(&home.env)
+        .current_dir(home.dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let db = home.dir.path().join("data/eagle.db");
+    let input = format!(
+        "!queue spoof mode:spoof db:{} zuliprc:{} eagle_pid:{}\n!go 1\n",
+        db.display(),
+        zuliprc.display(),
+        child.id()
+    );
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let spoof = posts(&stdout, 1)
+        .into_iter()
+        .find(|p| p.contains("[STATUS: spoof]"))
+        .unwrap_or_else(|| panic!("the spoofing worker reported nothing:\n{stdout}\n{stderr}"));
+    assert!(
+        spoof.ends_with(&format!(
+            "db=denied zuliprc=denied environ=denied token=refused user={}",
+            user.name
+        )),
+        "{spoof}"
+    );
+    // The worker's own [APPROVED: …] line is not relayed, and decides nothing.
+    assert!(!stdout.contains("approved by the worker itself"), "{stdout}");
+    assert!(stdout.contains("Eagle: [ESCALATED: merge_pr] run:1"), "{stdout}");
+    // What Eagle keeps is private to it.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & 0o077, 0, "the database is {mode:o}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_either_side_loses_nothing_and_starts_no_second_worker() {
+    let test_db = crate::support::TestDb::new(crate::support::Db::Sqlite).await;
+    let realm = Realm::start().await;
+    let mut home = realm.home();
+    home.set("EAGLE_DATABASE_URL", &test_db.url)
+        .set("EAGLE_RUNNER__WORKER_COMMAND", &fake_worker_command());
+    let gate = home.dir.path().join("gate");
+    let eagle = Running::start(&home, "eagle");
+    let executor = Running::start(&home, "executor");
+    realm.wait_listening(realm.eagle, 1).await;
+    realm.wait_listening(realm.executor, 1).await;
+    realm.fake.post(
+        realm.alex,
+        "general",
+        "gate",
+        &format!("!queue gated mode:gate gate:{}", gate.display()),
+    );
+    realm.wait_replies("general", "gate", |r| !r.is_empty()).await;
+    realm.fake.post(realm.alex, "general", "gate", "!go 1");
+    wait_post(&realm, realm.executor, "[STATUS: working] run:1").await;
+    let store = test_db.open().await;
+    let before = run_of(&store, 1).await;
+    let pid = before.worker_pid.expect("a worker") as i32;
+    let ticks = before.worker_start_ticks.expect("its start time") as u64;
+
+    // Both sides die at once; the worker lives on in its own group.
+    executor.kill();
+    eagle.kill();
+    assert!(eagle::runner::host::is_alive(pid, ticks), "the worker died with its runner");
+
+    // The executor comes back first and re-adopts the worker; its request
+    // waits in the database while Eagle is down.
+    let executor = Running::start(&home, "executor");
+    std::fs::write(&gate, "go").unwrap();
+    let pending = wait_for(&store, || async {
+        store
+            .requests_of_run(1)
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.action == "run_tests" && r.status == RequestStatus::Pending)
+    })
+    .await;
+    assert!(pending, "the re-adopted worker's request was not recorded:\n{}", executor.log());
+
+    // Eagle comes back: the request is decided exactly once, and the run goes on.
+    let eagle = Running::start(&home, "eagle");
+    let done = wait_for(&store, || async { run_of(&store, 1).await.state == RunState::Pr }).await;
+    assert!(done, "{:?}\n{}", run_of(&store, 1).await, executor.log());
+    let run = run_of(&store, 1).await;
+    assert_eq!(run.attempt, 1, "a second worker was started: {run:?}");
+    let request = store
+        .requests_of_run(1)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.action == "run_tests")
+        .unwrap();
+    assert_eq!(request.status, RequestStatus::Approved);
+    let decisions = store
+        .audit_trail(&format!("request:{}", request.id))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "request.decided")
+        .count();
+    assert_eq!(decisions, 1);
+    let adopted = store
+        .audit_trail("run:1")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "run.adopted")
+        .count();
+    assert_eq!(adopted, 1);
+    let starts = realm
+        .fake
+        .messages_from(realm.executor)
+        .into_iter()
+        .filter(|m| m.content.starts_with("[STATUS: started] run:1"))
+        .count();
+    assert_eq!(starts, 1, "one worker, one start");
+    for running in [eagle, executor] {
+        let (code, log) = running.stop();
+        assert_eq!(code, Some(0), "{log}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_executors_on_postgres_never_run_more_than_max_workers() {
+    let test_db = crate::support::TestDb::new(crate::support::Db::Postgres).await;
+    let realm = Realm::start().await;
+    let mut home = realm.home();
+    home.set("EAGLE_DATABASE_URL", &test_db.url)
+        .set("EAGLE_RUNNER__WORKER_COMMAND", &fake_worker_command())
+        .set("EAGLE_RUNNER__MAX_WORKERS", "2");
+    let shared = home.dir.path().join("count");
+    std::fs::create_dir(&shared).unwrap();
+    let store = test_db.open().await;
+    const RUNS: usize = 10;
+    for n in 1..=RUNS {
+        let mut tx = store.begin_write().await.unwrap();
+        let id = tx
+            .insert_task(&eagle::store::NewTask {
+                task_gid: format!("test:{n}"),
+                source: "chat".into(),
+                title: format!("count mode:count dir:{}", shared.display()),
+                ..eagle::store::NewTask::default()
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        tx.start_run(id, "test", "!go").await.unwrap();
+        tx.commit().await.unwrap();
+    }
+    let a = Running::start(&home, "executor");
+    let b = Running::start(&home, "executor");
+    let all_done = wait_for(&store, || async {
+        let mut tx = store.begin_read().await.unwrap();
+        let counts = tx.status_counts().await.unwrap();
+        counts.runs.iter().any(|(s, n)| *s == RunState::Pr && *n == RUNS as i64)
+    })
+    .await;
+    assert!(all_done, "{}\n{}", a.log(), b.log());
+    let seen = std::fs::read_to_string(shared.join("seen")).unwrap();
+    let counts: Vec<usize> = seen.lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(counts.len(), RUNS, "one line per worker: {seen}");
+    assert!(counts.iter().all(|c| *c <= 2), "more than 2 workers at once: {counts:?}");
+    // Both runners took work (the limit is shared, not per runner).
+    let owners: std::collections::BTreeSet<String> = {
+        let mut tx = store.begin_read().await.unwrap();
+        let mut owners = std::collections::BTreeSet::new();
+        for id in 1..=RUNS as i64 {
+            for entry in tx.audit_trail(&format!("run:{id}")).await.unwrap() {
+                if entry.action == "run.claimed" {
+                    owners.insert(entry.actor.clone());
+                }
+            }
+        }
+        owners
+    };
+    assert_eq!(owners.len(), 2, "{owners:?}");
+    for running in [a, b] {
+        let (code, log) = running.stop();
+        assert_eq!(code, Some(0), "{log}");
+    }
+}
