@@ -526,10 +526,20 @@ impl WorkerUser {
             .is_ok_and(|o| o.status.success());
         if !exists {
             let out = std::process::Command::new("useradd")
-                .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+                .args([
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    name,
+                ])
                 .output()
                 .expect("useradd");
-            assert!(out.status.success(), "useradd: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "useradd: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         WorkerUser {
             name: name.into(),
@@ -541,7 +551,9 @@ impl WorkerUser {
 impl Drop for WorkerUser {
     fn drop(&mut self) {
         if self.created {
-            let _ = std::process::Command::new("userdel").arg(&self.name).output();
+            let _ = std::process::Command::new("userdel")
+                .arg(&self.name)
+                .output();
         }
     }
 }
@@ -587,7 +599,12 @@ fn a_worker_running_as_its_own_user_cannot_reach_eagles_secrets() {
     );
     {
         use std::io::Write;
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
     }
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = text(&out);
@@ -604,8 +621,14 @@ fn a_worker_running_as_its_own_user_cannot_reach_eagles_secrets() {
         "{spoof}"
     );
     // The worker's own [APPROVED: …] line is not relayed, and decides nothing.
-    assert!(!stdout.contains("approved by the worker itself"), "{stdout}");
-    assert!(stdout.contains("Eagle: [ESCALATED: merge_pr] run:1"), "{stdout}");
+    assert!(
+        !stdout.contains("approved by the worker itself"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Eagle: [ESCALATED: merge_pr] run:1"),
+        "{stdout}"
+    );
     // What Eagle keeps is private to it.
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;
@@ -630,7 +653,9 @@ async fn kill_9_of_either_side_loses_nothing_and_starts_no_second_worker() {
         "gate",
         &format!("!queue gated mode:gate gate:{}", gate.display()),
     );
-    realm.wait_replies("general", "gate", |r| !r.is_empty()).await;
+    realm
+        .wait_replies("general", "gate", |r| !r.is_empty())
+        .await;
     realm.fake.post(realm.alex, "general", "gate", "!go 1");
     wait_post(&realm, realm.executor, "[STATUS: working] run:1").await;
     let store = test_db.open().await;
@@ -641,7 +666,10 @@ async fn kill_9_of_either_side_loses_nothing_and_starts_no_second_worker() {
     // Both sides die at once; the worker lives on in its own group.
     executor.kill();
     eagle.kill();
-    assert!(eagle::runner::host::is_alive(pid, ticks), "the worker died with its runner");
+    assert!(
+        eagle::runner::host::is_alive(pid, ticks),
+        "the worker died with its runner"
+    );
 
     // The executor comes back first and re-adopts the worker; its request
     // waits in the database while Eagle is down.
@@ -656,11 +684,18 @@ async fn kill_9_of_either_side_loses_nothing_and_starts_no_second_worker() {
             .any(|r| r.action == "run_tests" && r.status == RequestStatus::Pending)
     })
     .await;
-    assert!(pending, "the re-adopted worker's request was not recorded:\n{}", executor.log());
+    assert!(
+        pending,
+        "the re-adopted worker's request was not recorded:\n{}",
+        executor.log()
+    );
 
     // Eagle comes back: the request is decided exactly once, and the run goes on.
     let eagle = Running::start(&home, "eagle");
-    let done = wait_for(&store, || async { run_of(&store, 1).await.state == RunState::Pr }).await;
+    let done = wait_for(&store, || async {
+        run_of(&store, 1).await.state == RunState::Pr
+    })
+    .await;
     assert!(done, "{:?}\n{}", run_of(&store, 1).await, executor.log());
     let run = run_of(&store, 1).await;
     assert_eq!(run.attempt, 1, "a second worker was started: {run:?}");
@@ -733,14 +768,20 @@ async fn two_executors_on_postgres_never_run_more_than_max_workers() {
     let all_done = wait_for(&store, || async {
         let mut tx = store.begin_read().await.unwrap();
         let counts = tx.status_counts().await.unwrap();
-        counts.runs.iter().any(|(s, n)| *s == RunState::Pr && *n == RUNS as i64)
+        counts
+            .runs
+            .iter()
+            .any(|(s, n)| *s == RunState::Pr && *n == RUNS as i64)
     })
     .await;
     assert!(all_done, "{}\n{}", a.log(), b.log());
     let seen = std::fs::read_to_string(shared.join("seen")).unwrap();
     let counts: Vec<usize> = seen.lines().map(|l| l.trim().parse().unwrap()).collect();
     assert_eq!(counts.len(), RUNS, "one line per worker: {seen}");
-    assert!(counts.iter().all(|c| *c <= 2), "more than 2 workers at once: {counts:?}");
+    assert!(
+        counts.iter().all(|c| *c <= 2),
+        "more than 2 workers at once: {counts:?}"
+    );
     // Both runners took work (the limit is shared, not per runner).
     let owners: std::collections::BTreeSet<String> = {
         let mut tx = store.begin_read().await.unwrap();

@@ -1,0 +1,419 @@
+//! The real Claude Code CLI as a worker (the pinned npm release), with its
+//! model API answered by a scripted fake of the Anthropic Messages API on
+//! 127.0.0.1 (`ANTHROPIC_BASE_URL`). What is checked: the PreToolUse hook
+//! reaches Eagle, a denied or escalated tool call does not run, stream-json
+//! progress reaches the work log, cost and turns are recorded, and the
+//! session is resumed after the owner's `!approve`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::support::{Home, text};
+
+/// The pinned release (`../shared/claude/NOTES.md` describes it).
+const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.332";
+/// What the resumed prompt says (`runner/supervise.rs`, decisions_text).
+const RESUME_MARKER: &str = "Eagle's answers to your earlier requests";
+
+/// The pinned CLI, installed under `target/` on first use (the check script
+/// installs it before the tests run).
+fn claude_bin() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("claude-code");
+    let bin = dir.join("node_modules/.bin/claude");
+    if bin.exists() {
+        return bin;
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = std::process::Command::new("npm")
+        .args([
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            CLAUDE_CODE,
+        ])
+        .current_dir(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("npm is needed to install {CLAUDE_CODE}: {e}"));
+    assert!(
+        out.status.success() && bin.exists(),
+        "npm install {CLAUDE_CODE} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
+}
+
+/// What the fake model saw.
+#[derive(Default)]
+struct Seen {
+    requests: Vec<Value>,
+    sessions: Vec<String>,
+    unknown: Vec<String>,
+    next_id: u64,
+}
+
+#[derive(Clone)]
+struct FakeModel {
+    seen: Arc<Mutex<Seen>>,
+    /// The file the model tries to write outside the run's directory.
+    outside: PathBuf,
+}
+
+/// The text of the last message if it is the user's prompt (not a tool result).
+fn last_prompt(body: &Value) -> Option<String> {
+    let last = body["messages"]
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")?;
+    match &last["content"] {
+        Value::String(text) => Some(text.clone()),
+        Value::Array(blocks) => {
+            if blocks.iter().any(|b| b["type"] == "tool_result") {
+                None
+            } else {
+                Some(
+                    blocks
+                        .iter()
+                        .filter_map(|b| b["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                )
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The last tool result: (tool use id, whether it was an error).
+fn last_tool_result(body: &Value) -> Option<(String, bool)> {
+    let last = body["messages"]
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")?;
+    last["content"].as_array()?.iter().find_map(|b| {
+        (b["type"] == "tool_result").then(|| {
+            (
+                b["tool_use_id"].as_str().unwrap_or_default().to_string(),
+                b["is_error"].as_bool().unwrap_or(false),
+            )
+        })
+    })
+}
+
+impl FakeModel {
+    /// The scripted turn for a request: the story of one worker.
+    fn turn(&self, body: &Value) -> Vec<Value> {
+        let mut seen = self.seen.lock().unwrap();
+        seen.next_id += 1;
+        let n = seen.next_id;
+        let text = |t: &str| json!({"type": "text", "text": t});
+        let bash = |kind: &str, command: &str| json!({"type": "tool_use", "id": format!("toolu_{kind}_{n:04}"), "name": "Bash", "input": {"command": command}});
+        match (last_prompt(body), last_tool_result(body)) {
+            (Some(prompt), _) if prompt.contains(RESUME_MARKER) => {
+                vec![
+                    text("Merging as approved."),
+                    bash("merge", "gh pr merge 1 --squash"),
+                ]
+            }
+            (Some(_), _) => vec![
+                text("[STATUS: investigation] reading the code"),
+                json!({"type": "tool_use", "id": format!("toolu_write_{n:04}"), "name": "Write",
+                       "input": {"file_path": self.outside.display().to_string(), "content": "outside\n"}}),
+            ],
+            (None, Some((id, _))) if id.starts_with("toolu_write") => {
+                vec![bash("merge", "gh pr merge 1 --squash")]
+            }
+            (None, Some((id, true))) if id.starts_with("toolu_merge") => {
+                vec![text(
+                    "[STATUS: waiting] a human decides on merging; ending my turn",
+                )]
+            }
+            (None, Some((id, false))) if id.starts_with("toolu_merge") => {
+                vec![text("[DONE: pr_ready] PR #1 merged after approval")]
+            }
+            _ => vec![text("I do not know what to do.")],
+        }
+    }
+}
+
+fn sse(content: &[Value]) -> String {
+    let stop = if content.iter().any(|b| b["type"] == "tool_use") {
+        "tool_use"
+    } else {
+        "end_turn"
+    };
+    let mut events = vec![(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": format!("msg_{:08x}", fastrand::u32(..)),
+            "type": "message", "role": "assistant", "model": "claude-opus-5-5", "content": [],
+            "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 1000, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}),
+    )];
+    for (index, block) in content.iter().enumerate() {
+        let (start, delta) = if block["type"] == "tool_use" {
+            (
+                json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+            )
+        } else {
+            (
+                json!({"type": "text", "text": ""}),
+                json!({"type": "text_delta", "text": block["text"]}),
+            )
+        };
+        events.push((
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block": start}),
+        ));
+        events.push((
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": index, "delta": delta}),
+        ));
+        events.push((
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
+    }
+    events.push((
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 100}}),
+    ));
+    events.push(("message_stop", json!({"type": "message_stop"})));
+    events
+        .into_iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect()
+}
+
+async fn messages(State(model): State<FakeModel>, headers: HeaderMap, body: String) -> Response {
+    let Ok(body) = serde_json::from_str::<Value>(&body) else {
+        return (StatusCode::BAD_REQUEST, "not JSON").into_response();
+    };
+    if let Some(session) = headers
+        .get("x-claude-code-session-id")
+        .and_then(|v| v.to_str().ok())
+    {
+        model
+            .seen
+            .lock()
+            .unwrap()
+            .sessions
+            .push(session.to_string());
+    }
+    let content = model.turn(&body);
+    model.seen.lock().unwrap().requests.push(body.clone());
+    if body["stream"] == true {
+        ([("content-type", "text/event-stream")], sse(&content)).into_response()
+    } else {
+        let stop = if content.iter().any(|b| b["type"] == "tool_use") {
+            "tool_use"
+        } else {
+            "end_turn"
+        };
+        axum::Json(json!({"id": "msg_plain", "type": "message", "role": "assistant", "model": "claude-opus-5-5",
+            "content": content, "stop_reason": stop, "stop_sequence": null,
+            "usage": {"input_tokens": 1000, "output_tokens": 100}}))
+        .into_response()
+    }
+}
+
+async fn unknown(State(model): State<FakeModel>, uri: axum::http::Uri) -> StatusCode {
+    model.seen.lock().unwrap().unknown.push(uri.to_string());
+    StatusCode::NOT_FOUND
+}
+
+async fn start_fake(outside: PathBuf) -> (String, FakeModel) {
+    let model = FakeModel {
+        seen: Arc::default(),
+        outside,
+    };
+    let app = axum::Router::new()
+        .route("/v1/messages", axum::routing::post(messages))
+        .fallback(unknown)
+        .with_state(model.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, model)
+}
+
+/// Runs the shell in a blocking thread (the fake model answers meanwhile).
+async fn shell(home: &Home, input: &str) -> (String, String, bool) {
+    let (env, dir, input) = (
+        home.env.clone(),
+        home.dir.path().to_path_buf(),
+        input.to_string(),
+    );
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = std::process::Command::new(crate::support::eagle_bin())
+            .arg("shell")
+            .env_clear()
+            .envs(&env)
+            .current_dir(dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let (stdout, stderr) = text(&out);
+        (stdout, stderr, out.status.success())
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_as_a_worker_asks_through_its_hook_and_is_resumed() {
+    let claude = claude_bin();
+    let mut home = Home::new();
+    let outside = home.dir.path().join("outside.txt");
+    let (url, model) = start_fake(outside.clone()).await;
+    // A `gh` that leaves a mark where it runs instead of merging anything.
+    let fakebin = home.dir.path().join("fakebin");
+    std::fs::create_dir(&fakebin).unwrap();
+    std::fs::write(
+        fakebin.join("gh"),
+        "#!/bin/sh\necho \"$*\" > merged-marker\necho merged\n",
+    )
+    .unwrap();
+    eagle::runner::host::chmod(&fakebin.join("gh"), 0o755).unwrap();
+    home.set(
+        "EAGLE_RUNNER__WORKER_COMMAND",
+        &format!(
+            "{} -p {{prompt}} --output-format stream-json --verbose",
+            claude.display()
+        ),
+    )
+    .set(
+        "EAGLE_RUNNER__WORKER_ENV",
+        "ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
+    )
+    .set(
+        "EAGLE_RUNNER__WORKER_PATH",
+        &format!("{}:/usr/local/bin:/usr/bin:/bin", fakebin.display()),
+    )
+    .set("EAGLE_RUNNER__NO_OUTPUT_TIMEOUT", "60s")
+    .set("EAGLE_RUNNER__HOOK_TIMEOUT", "30s")
+    .set("EAGLE_RUNNER__MAX_COST_USD", "5")
+    .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s")
+    .set("ANTHROPIC_BASE_URL", &url)
+    .set("ANTHROPIC_API_KEY", "test-key-not-a-secret");
+
+    let (stdout, stderr, ok) = shell(&home, "!queue Fix the tab preview\n!go 1\n").await;
+    assert!(ok, "{stderr}");
+    let store = eagle::store::Store::open(&eagle::profile::DatabaseUrl::new(format!(
+        "sqlite://{}?mode=rwc",
+        home.dir.path().join("data/eagle.db").display()
+    )))
+    .await
+    .unwrap();
+    let requests = store.requests_of_run(1).await.unwrap();
+    let action = |a: &str| {
+        requests
+            .iter()
+            .find(|r| r.action == a)
+            .unwrap_or_else(|| panic!("no {a} request:\n{stdout}\n{stderr}"))
+            .clone()
+    };
+    // The Write outside the run's directory was denied by policy and did not run.
+    assert_eq!(
+        action("modify_unrelated_file").status,
+        eagle::store::RequestStatus::Denied
+    );
+    assert!(!outside.exists(), "a denied tool call ran");
+    // The merge was escalated, and did not run.
+    let merge = action("merge_pr");
+    assert_eq!(merge.status, eagle::store::RequestStatus::Escalated);
+    assert_eq!(merge.via, "hook");
+    let work = home.dir.path().join("data/executor/runs/1/work");
+    assert!(
+        !work.join("merged-marker").exists(),
+        "an escalated tool call ran"
+    );
+    assert!(
+        stdout.contains("Исполнитель: [STATUS: investigation] run:1 reading the code"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Eagle: [ESCALATED: merge_pr] run:1 req:"),
+        "{stdout}"
+    );
+    let run = {
+        let mut tx = store.begin_read().await.unwrap();
+        tx.run(1).await.unwrap().unwrap()
+    };
+    let session = run
+        .worker_session_id
+        .clone()
+        .expect("the runner chose a session");
+    assert!(
+        run.cost_usd > 0.0 && run.turns > 0,
+        "cost and turns: {run:?}"
+    );
+    let log = std::fs::read_to_string(run.log_path.as_deref().unwrap()).unwrap();
+    assert!(
+        log.contains("\"type\":\"system\"") && log.contains("\"type\":\"result\""),
+        "{log}"
+    );
+    // The worker's own CLAUDE.md and AGENTS.md are there for it, with the rules.
+    assert!(
+        std::fs::read_to_string(work.join("AGENTS.md"))
+            .unwrap()
+            .contains("eagle request")
+    );
+
+    // The owner approves in a second session: the same session is resumed,
+    // and the identical merge request is allowed once.
+    let (stdout, stderr, ok) = shell(&home, &format!("!approve 1 {}\n", merge.id)).await;
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("Исполнитель: [DONE: pr_ready] run:1 PR #1 merged after approval"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        work.join("merged-marker").exists(),
+        "the approved merge did not run"
+    );
+    let run = {
+        let mut tx = store.begin_read().await.unwrap();
+        tx.run(1).await.unwrap().unwrap()
+    };
+    assert_eq!(run.state, eagle::store::RunState::Pr);
+    assert_eq!(run.worker_session_id.as_deref(), Some(session.as_str()));
+    let seen = model.seen.lock().unwrap();
+    assert!(
+        seen.sessions.iter().all(|s| *s == session),
+        "{:?}",
+        seen.sessions
+    );
+    assert!(
+        seen.unknown.is_empty(),
+        "the fake was asked for {:?}",
+        seen.unknown
+    );
+    let resumed = seen.requests.iter().any(|r| {
+        last_prompt(r).is_some_and(|p| p.contains(RESUME_MARKER))
+            && r["messages"].as_array().unwrap().len() > 2
+    });
+    assert!(
+        resumed,
+        "the resumed request did not carry the earlier conversation"
+    );
+}
