@@ -86,6 +86,9 @@ pub enum Command {
         /// After this many seconds the shim ends the worker's group itself.
         #[arg(long)]
         deadline: u64,
+        /// The run's rules, written into the working directory as AGENTS.md.
+        #[arg(long)]
+        rules: Option<PathBuf>,
         /// The worker's command line.
         #[arg(last = true, required = true)]
         argv: Vec<String>,
@@ -196,9 +199,15 @@ pub fn run_worker_side(cli: Cli, env: BTreeMap<String, String>) -> ExitCode {
         Command::DemoWorker { prompt } => {
             crate::worker::demo(&env, prompt.as_deref().unwrap_or_default())
         }
-        Command::WorkerShim { deadline, argv } => {
-            crate::worker::shim(std::time::Duration::from_secs(deadline), &argv)
-        }
+        Command::WorkerShim {
+            deadline,
+            rules,
+            argv,
+        } => crate::worker::shim(
+            std::time::Duration::from_secs(deadline),
+            rules.as_deref(),
+            &argv,
+        ),
         _ => ExitCode::from(2),
     }
 }
@@ -379,6 +388,7 @@ async fn start_role(
                         zulip: true,
                     },
                     demo_if_unset: false,
+                    exe: None,
                 },
                 env.clone(),
             )?;
@@ -572,6 +582,17 @@ async fn check(profile: &Profile, env: &BTreeMap<String, String>) -> anyhow::Res
         store.applied_migrations().await?
     );
     store.close().await;
+    let mut local_ok = true;
+    for (severity, text) in crate::runner::checks(profile) {
+        use crate::runner::Severity;
+        let label = match severity {
+            Severity::Ok => "ok  ",
+            Severity::Warn => "WARN",
+            Severity::Fail => "FAIL",
+        };
+        local_ok &= severity != Severity::Fail;
+        println!("{label}  {text}");
+    }
     let creds = profile.zulip_credentials(env)?;
     println!(
         "ok    zuliprc {}: {} at {}",
@@ -591,7 +612,7 @@ async fn check(profile: &Profile, env: &BTreeMap<String, String>) -> anyhow::Res
             });
         }
     }
-    let mut ok = true;
+    let mut ok = local_ok;
     for finding in &findings {
         println!(
             "{}  {}",

@@ -46,6 +46,15 @@ impl Default for DeciderSettings {
     }
 }
 
+/// What a sweep left for later.
+#[derive(Debug, Clone, Copy)]
+pub struct Sweep {
+    /// More requests are pending than one pass takes.
+    pub more: bool,
+    /// When the next reminder or expiry is due.
+    pub next_due: Option<Duration>,
+}
+
 /// Everything the decider needs.
 #[derive(Debug, Clone)]
 pub struct Decider {
@@ -65,10 +74,10 @@ impl Decider {
         loop {
             changes.mark_seen();
             let wait = match self.sweep().await {
-                Ok(true) => continue,
-                Ok(false) => {
+                Ok(Sweep { more: true, .. }) => continue,
+                Ok(Sweep { next_due, .. }) => {
                     backoff.succeeded();
-                    PERIODIC
+                    next_due.map_or(PERIODIC, |due| due.min(PERIODIC))
                 }
                 Err(error) => {
                     let wait = backoff.failed();
@@ -84,17 +93,16 @@ impl Decider {
         }
     }
 
-    /// One pass over everything waiting for Eagle. Returns true if more
-    /// requests are pending than one pass takes.
-    pub async fn sweep(&self) -> Result<bool, StoreError> {
+    /// One pass over everything waiting for Eagle.
+    pub async fn sweep(&self) -> Result<Sweep, StoreError> {
         let pending = self.store.pending_requests(BATCH).await?;
-        let full = pending.len() as i64 == BATCH;
+        let more = pending.len() as i64 == BATCH;
         for request in pending {
             self.decide(request).await?;
         }
         self.post_notices().await?;
-        self.remind_and_expire().await?;
-        Ok(full)
+        let next_due = self.remind_and_expire().await?;
+        Ok(Sweep { more, next_due })
     }
 
     /// Decides one pending request: by a human's earlier answer to exactly
@@ -267,18 +275,24 @@ impl Decider {
     }
 
     /// Reminds the owner of escalations waiting longer than `reminder_after`
-    /// and expires those older than `approval_ttl`.
-    async fn remind_and_expire(&self) -> Result<(), StoreError> {
+    /// and expires those older than `approval_ttl`. Returns when the next
+    /// one is due.
+    async fn remind_and_expire(&self) -> Result<Option<Duration>, StoreError> {
         let now = crate::store::now();
         let remind_after = chrono::TimeDelta::from_std(self.settings.reminder_after)
             .unwrap_or(chrono::TimeDelta::hours(2));
+        let mut next: Option<chrono::DateTime<chrono::Utc>> = None;
         for request in self.store.escalated_requests(200).await? {
+            let remind_at = request
+                .escalated_at
+                .filter(|_| request.reminded_at.is_none())
+                .map(|at| at + remind_after);
             let expired = request.expires_at.is_some_and(|at| at <= now);
-            let due = request.reminded_at.is_none()
-                && request
-                    .escalated_at
-                    .is_some_and(|at| at + remind_after <= now);
+            let due = remind_at.is_some_and(|at| at <= now);
             if !expired && !due {
+                for at in [remind_at, request.expires_at].into_iter().flatten() {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                }
                 continue;
             }
             let (run, task) = self.run_and_task(request.run_id).await?;
@@ -315,8 +329,11 @@ impl Decider {
                 self.poster.post(&mut tx, &run.topic(), &text).await?;
             }
             tx.commit().await?;
+            // What happened may make another due soon (an expiry after a
+            // reminder): look again right away.
+            next = Some(now);
         }
-        Ok(())
+        Ok(next.map(|at| (at - now).to_std().unwrap_or_default()))
     }
 }
 

@@ -248,6 +248,8 @@ pub struct RunnerSettings {
     pub max_attempts: i64,
     /// The most a run may cost (as the worker reports it), in USD.
     pub max_cost_usd: Option<f64>,
+    /// Requests one attempt may make before it is stopped as flooding.
+    pub max_requests: usize,
     /// The Unix user workers run as (Eagle must be able to switch to it).
     pub worker_user: Option<String>,
     /// Names of Eagle's environment variables a worker may see (its API key, say).

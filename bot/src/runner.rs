@@ -116,6 +116,9 @@ pub struct RunnerOptions {
     /// Use the built-in demo worker when no worker command is configured
     /// (the shell); otherwise that is an error.
     pub demo_if_unset: bool,
+    /// The `eagle` binary workers use (the shim, `eagle request`); by
+    /// default the running one. A program that embeds the runner names it.
+    pub exe: Option<PathBuf>,
 }
 
 /// The runner of one executor process.
@@ -151,7 +154,10 @@ impl Runner {
         options: RunnerOptions,
         env: BTreeMap<String, String>,
     ) -> anyhow::Result<Runner> {
-        let exe = std::env::current_exe().context("cannot tell where the eagle binary is")?;
+        let exe = match options.exe {
+            Some(exe) => exe,
+            None => std::env::current_exe().context("cannot tell where the eagle binary is")?,
+        };
         let command = match (&profile.runner.worker_command, options.demo_if_unset) {
             (Some(command), _) => command.clone(),
             (None, true) => demo_command(&exe),
@@ -302,13 +308,14 @@ impl Runner {
         }
     }
 
-    /// Runs with a worker on this host whose runner is gone: taken over.
+    /// Runs claimed by a runner on this host that is gone: taken over, to
+    /// follow their live workers again or to record how they ended.
     async fn adoptable(&self) -> Vec<(crate::store::Run, crate::store::Fence)> {
         let shared = &self.shared;
-        let runs = match shared.store.runs_with_workers_on(&shared.host).await {
+        let runs = match shared.store.runs_claimed_on(&shared.host).await {
             Ok(runs) => runs,
             Err(error) => {
-                tracing::error!(%error, "cannot list this host's workers");
+                tracing::error!(%error, "cannot list the runs claimed on this host");
                 return Vec::new();
             }
         };
@@ -329,7 +336,11 @@ impl Runner {
             };
             match fence.await {
                 Ok(Some(fence)) => {
-                    tracing::info!(run = run.id, attempt = run.attempt, "re-adopting a worker");
+                    tracing::info!(
+                        run = run.id,
+                        attempt = run.attempt,
+                        "re-adopting a run whose runner is gone"
+                    );
                     adopted.push((run, fence));
                 }
                 Ok(None) => {}
@@ -338,4 +349,86 @@ impl Runner {
         }
         adopted
     }
+}
+
+/// How serious a finding of `eagle check` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Ok,
+    Warn,
+    Fail,
+}
+
+/// What `eagle check` says about running workers and keeping Eagle's
+/// secrets from them: the worker command, the worker user, and who can read
+/// the database, the profiles and the zuliprc.
+pub fn checks(profile: &Profile) -> Vec<(Severity, String)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    if profile.role == crate::profile::Role::Executor {
+        match &profile.runner.worker_command {
+            Some(command) => out.push((
+                Severity::Ok,
+                format!("worker command: {} ({:?})", command.template, command.kind),
+            )),
+            None => out.push((Severity::Fail, NO_WORKER_COMMAND.to_string())),
+        }
+        match profile.runner.worker_user.as_deref().map(host::lookup_user) {
+            None => out.push((
+                Severity::Warn,
+                "workers run as Eagle's own user: a worker could read what Eagle reads (the \
+                 database, the zuliprc); set runner.worker_user (README.md, \"Workers\")"
+                    .into(),
+            )),
+            Some(Ok(Some(user))) if user.uid == host::euid() => out.push((
+                Severity::Warn,
+                format!(
+                    "runner.worker_user {} is Eagle's own user: workers could read what Eagle reads",
+                    user.name
+                ),
+            )),
+            Some(Ok(Some(user))) if host::euid() != 0 => out.push((
+                Severity::Fail,
+                format!(
+                    "runner.worker_user {} is another user, but Eagle does not run as root: it cannot start workers as it",
+                    user.name
+                ),
+            )),
+            Some(Ok(Some(user))) => out.push((
+                Severity::Ok,
+                format!("workers run as {} (uid {})", user.name, user.uid),
+            )),
+            Some(Ok(None)) => out.push((
+                Severity::Fail,
+                format!(
+                    "runner.worker_user {:?} does not exist (useradd --system --create-home {0})",
+                    profile.runner.worker_user.as_deref().unwrap_or_default()
+                ),
+            )),
+            Some(Err(error)) => out.push((Severity::Fail, format!("cannot look up runner.worker_user: {error}"))),
+        }
+        if let Err(error) = Prompts::load(profile.runner.prompts_dir.as_deref()) {
+            out.push((Severity::Fail, error));
+        }
+    }
+    let mut private = |what: &str, path: &std::path::Path| {
+        if let Ok(meta) = std::fs::metadata(path) {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o044 != 0 {
+                out.push((
+                    Severity::Warn,
+                    format!(
+                        "{what} {} is readable by other users (mode {mode:o}): chmod 600 it",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+    };
+    if !profile.database_url.is_postgres() {
+        private("the database", &profile.data_dir.join("eagle.db"));
+    }
+    private("the zuliprc", &profile.zuliprc);
+    private("the profile", &profile.path);
+    out
 }

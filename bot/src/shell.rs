@@ -152,6 +152,7 @@ where
             identity: mirror.executor.identity.clone(),
             people,
             demo_if_unset: true,
+            exe: None,
         },
         options.env.clone(),
     )?;

@@ -244,7 +244,7 @@ pub fn hook_pretool(
 /// `eagle worker-shim`: runs `argv` in this process group and writes
 /// `exit <code>`, `signal <n>` or `error <text>` to descriptor 3. Past
 /// `deadline` (the runner is gone and cannot), it ends the group itself.
-pub fn shim(deadline: Duration, argv: &[String]) -> ExitCode {
+pub fn shim(deadline: Duration, rules: Option<&std::path::Path>, argv: &[String]) -> ExitCode {
     use std::os::fd::FromRawFd;
     use std::os::unix::process::ExitStatusExt;
     // SAFETY: fcntl on a descriptor number; F_GETFD only reads flags.
@@ -277,6 +277,10 @@ pub fn shim(deadline: Duration, argv: &[String]) -> ExitCode {
         let _ = writeln!(exit_file, "error no worker command");
         return ExitCode::from(EXIT_UNREACHABLE);
     };
+    // The worker's own files, written as the worker's own user.
+    if let Err(error) = prepare_workdir(rules) {
+        eprintln!("eagle worker-shim: cannot prepare the working directory: {error}");
+    }
     let mut child = match std::process::Command::new(program).args(args).spawn() {
         Ok(child) => child,
         Err(error) => {
@@ -323,6 +327,56 @@ pub fn shim(deadline: Duration, argv: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// What a worker finds in place: its home's `.claude` and `tmp`, and in
+/// its working directory the run's rules as `AGENTS.md` with a `CLAUDE.md`
+/// that imports it (unless the checkout has its own), kept out of commits
+/// through `.git/info/exclude`.
+fn prepare_workdir(rules: Option<&std::path::Path>) -> std::io::Result<()> {
+    if let Some(home) = std::env::var_os("HOME") {
+        let home = std::path::PathBuf::from(home);
+        for sub in [".claude", "tmp"] {
+            let _ = std::fs::create_dir_all(home.join(sub));
+        }
+    }
+    let Some(rules) = rules else {
+        return Ok(());
+    };
+    let rules = std::fs::read_to_string(rules)?;
+    let work = std::env::current_dir()?;
+    let mut written = Vec::new();
+    for (name, text) in [("AGENTS.md", rules.as_str()), ("CLAUDE.md", "@AGENTS.md\n")] {
+        let path = work.join(name);
+        let ours = std::fs::read_to_string(&path)
+            .is_ok_and(|t| t == text || t.starts_with("# Rules of run"));
+        if path.exists() && !ours {
+            continue;
+        }
+        std::fs::write(&path, text)?;
+        written.push(name);
+    }
+    if work.join(".git").is_dir() && !written.is_empty() {
+        let info = work.join(".git").join("info");
+        std::fs::create_dir_all(&info)?;
+        let exclude = info.join("exclude");
+        let current = std::fs::read_to_string(&exclude).unwrap_or_default();
+        let mut text = current.clone();
+        for name in written {
+            let line = format!("/{name}");
+            if !current.lines().any(|l| l.trim() == line) {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&line);
+                text.push('\n');
+            }
+        }
+        if text != current {
+            std::fs::write(&exclude, text)?;
+        }
+    }
+    Ok(())
+}
+
 /// `eagle demo-worker`: a scripted worker for demos and the shell. Fresh, it
 /// reports its investigation and asks for create_worktree, run_tests and
 /// open_draft_pr (approved silently by the default policy), then for
@@ -366,6 +420,12 @@ pub fn demo(env: &BTreeMap<String, String>, prompt: &str) -> ExitCode {
         code
     };
     let resumed = prompt.contains("Eagle's answers to your earlier requests");
+    if resumed && prompt.contains("[EXPIRED: merge_pr]") {
+        say(format!(
+            "[DONE: pr_ready] run:{run} PR ready; nobody answered on merging, so it is left to a human"
+        ));
+        return ExitCode::SUCCESS;
+    }
     if !resumed {
         say(format!(
             "[STATUS: investigation] run:{run} (demo worker) reading the task and the code"

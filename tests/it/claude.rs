@@ -417,3 +417,52 @@ async fn claude_code_as_a_worker_asks_through_its_hook_and_is_resumed() {
         "the resumed request did not carry the earlier conversation"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_over_its_cost_cap_is_held_and_its_owner_asked() {
+    let claude = claude_bin();
+    let mut home = Home::new();
+    let (url, _model) = start_fake(home.dir.path().join("outside.txt")).await;
+    // Each model call costs $0.006 (1,000 tokens in, 100 out): the cap is
+    // reached after the second.
+    home.set(
+        "EAGLE_RUNNER__WORKER_COMMAND",
+        &format!(
+            "{} -p {{prompt}} --output-format stream-json --verbose",
+            claude.display()
+        ),
+    )
+    .set(
+        "EAGLE_RUNNER__WORKER_ENV",
+        "ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
+    )
+    .set("EAGLE_RUNNER__MAX_COST_USD", "0.01")
+    .set("ANTHROPIC_BASE_URL", &url)
+    .set("ANTHROPIC_API_KEY", "test-key-not-a-secret");
+    let (stdout, stderr, ok) = shell(&home, "!queue Expensive\n!go 1\n").await;
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("[STATUS: held] run:1 cost cap reached"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Eagle: @**") && stdout.contains("run 1 is held: it reached its cost cap"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("`!retry 1` allows it as much again"),
+        "{stdout}"
+    );
+    let store = eagle::store::Store::open(&eagle::profile::DatabaseUrl::new(format!(
+        "sqlite://{}?mode=rwc",
+        home.dir.path().join("data/eagle.db").display()
+    )))
+    .await
+    .unwrap();
+    let run = {
+        let mut tx = store.begin_read().await.unwrap();
+        tx.run(1).await.unwrap().unwrap()
+    };
+    assert!(run.held && run.cost_usd >= 0.01, "{run:?}");
+    assert_eq!(run.cost_cap_usd, Some(0.01));
+}

@@ -304,3 +304,32 @@ fn no_secret_is_ever_printed() {
     );
     drop(schema);
 }
+
+#[test]
+fn the_executor_refuses_to_start_without_a_worker_command() {
+    let home = Home::new();
+    std::fs::write(
+        home.profiles().join("executor.zuliprc"),
+        "[api]\nemail=executor-bot@example.com\nkey=abcdefghijklmnop\nsite=http://127.0.0.1:9\n",
+    )
+    .unwrap();
+    let out = home.run(&["run", "--profile", "executor"], "");
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no worker command: set runner.worker_command in the executor profile"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("abcdefghijklmnop"));
+    let out = home.run(&["check", "--profile", "executor"], "");
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains("FAIL  no worker command: set runner.worker_command"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("WARN  workers run as Eagle's own user"),
+        "{stdout}"
+    );
+    assert_ne!(out.status.code(), Some(0));
+}

@@ -19,8 +19,13 @@ story)
         say "[STATUS: investigation] run:$run reading the code"
         eagle request create_worktree "Branch: fix/run-$run" || exit 1
         eagle request run_tests "Scheme: macOS UI Tests CI" || exit 1
+        say "[ESCALATE: scope_expansion] run:$run TabBar.swift has an unrelated bug"
         say "[STATUS: pr_open] run:$run draft PR #$run opened"
     fi
+    case "$prompt" in *"[EXPIRED: merge_pr]"*)
+        say "[DONE: pr_ready] run:$run PR #$run ready; nobody answered on merging, so it is left to a human"
+        exit 0 ;;
+    esac
     eagle request merge_pr "PR #$run"
     case $? in
     0) say "[DONE: pr_ready] run:$run PR #$run merged" ;;

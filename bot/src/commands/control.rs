@@ -142,7 +142,10 @@ async fn go(
         TaskStatus::Skip => format!(
             "!go by {} overrides the skip (it said: {})",
             who(message),
-            one_line(task.status_reason.as_deref().unwrap_or("no reason"), 200)
+            neutralize_mentions(&one_line(
+                task.status_reason.as_deref().unwrap_or("no reason"),
+                200
+            ))
         ),
         TaskStatus::Done | TaskStatus::Cancelled | TaskStatus::Approved => {
             return Ok(CommandReply::refused(format!(

@@ -217,10 +217,34 @@ fn bad_values_name_file_key_and_problem() {
             format!("{}: owner: -3 is not a valid user id", file("p.toml")),
         ),
         (
-            "role = \"executor\"\nexecutor_bot = \"x@example.com\"\n",
+            "role = \"executor\"\n[runner]\nworker_command = \"claude -p --verbose\"\n",
             "",
             &[],
-            format!("{}: executor_bot: only an orchestrator profile names the executor bot it trusts", file("p.toml")),
+            format!("{}: runner.worker_command: \"claude -p --verbose\" does not pass the prompt: put {{prompt}} where the program takes it", file("p.toml")),
+        ),
+        (
+            "role = \"executor\"\n[runner]\nworker_command = \"run {task_text} {prompt}\"\n",
+            "",
+            &[],
+            format!("{}: runner.worker_command: {{task_text}} is not a placeholder (use {{prompt}}, {{workdir}}, {{run}}, {{task}}, {{attempt}})", file("p.toml")),
+        ),
+        (
+            "role = \"executor\"\n[runner]\nworker_env = [\"ANTHROPIC_API_KEY\", \"ZULIP_API_KEY\"]\n",
+            "",
+            &[],
+            format!("{}: runner.worker_env[1]: ZULIP_API_KEY is Eagle's own: a worker must never hold it", file("p.toml")),
+        ),
+        (
+            "role = \"executor\"\n[runner]\nmax_workers = 0\n",
+            "",
+            &[],
+            format!("{}: runner.max_workers: 0 is outside 1..=256", file("p.toml")),
+        ),
+        (
+            "role = \"executor\"\n[runner]\nhard_timeout = \"0s\"\n",
+            "",
+            &[],
+            format!("{}: runner.hard_timeout: must be longer than zero", file("p.toml")),
         ),
         (
             "role = \"orchestrator\"\nchannels = [\"a\", \"A\"]\n",

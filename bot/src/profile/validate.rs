@@ -317,6 +317,14 @@ fn runner_settings(
             format!("{cost} is not a positive amount of dollars"),
         ));
     }
+    let max_requests = raw.max_requests.unwrap_or(500);
+    if !(1..=1_000_000).contains(&max_requests) {
+        return Err(origins.error(
+            "runner.max_requests",
+            None,
+            format!("{max_requests} is outside 1..=1000000"),
+        ));
+    }
     let worker_user = match raw.worker_user.as_deref().map(str::trim) {
         None | Some("") => None,
         Some(user)
@@ -429,6 +437,7 @@ fn runner_settings(
         max_workers,
         max_attempts,
         max_cost_usd: raw.max_cost_usd,
+        max_requests: max_requests as usize,
         worker_user,
         worker_env,
         worker_path: raw.worker_path.filter(|p| !p.trim().is_empty()),

@@ -105,13 +105,11 @@ const READ_PROGRAMS: &[&str] = &[
     "df",
     "diff",
     "cmp",
-    "sort",
     "uniq",
     "cut",
     "tr",
     "nl",
     "jq",
-    "awk",
     "basename",
     "dirname",
     "realpath",
@@ -133,7 +131,6 @@ const READ_PROGRAMS: &[&str] = &[
     "id",
     "less",
     "more",
-    "fd",
 ];
 
 /// Programs that change files: allowed when every path they name is inside
@@ -221,7 +218,6 @@ const GIT_LOCAL: &[&str] = &[
     "clone",
     "mv",
     "rm",
-    "config",
     "apply",
     "am",
     "format-patch",
@@ -473,6 +469,15 @@ fn judge_part(part: &str, cwd: &Path, workdir: &Path, rules: &[(String, String)]
             Part::Unknown
         }
         "env" if rest.is_empty() => Part::Read,
+        // Reads, unless told to run something or to write a file.
+        "fd" | "fdfind"
+            if !rest
+                .iter()
+                .any(|a| ["-x", "-X", "--exec", "--exec-batch"].contains(a)) =>
+        {
+            Part::Read
+        }
+        "sort" | "tree" => output_inside(rest, cwd, workdir),
         p if READ_PROGRAMS.contains(&p) => Part::Read,
         p if FILE_PROGRAMS.contains(&p) => paths_inside(rest, cwd, workdir),
         "python" | "python3" if rest.first() == Some(&"-m") => match rest.get(1) {
@@ -503,6 +508,25 @@ fn paths_inside(args: &[&str], cwd: &Path, workdir: &Path) -> Part {
     } else {
         Part::Read
     }
+}
+
+/// `sort -o FILE` and `tree -o FILE` write FILE: inside the working directory only.
+fn output_inside(args: &[&str], cwd: &Path, workdir: &Path) -> Part {
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let target = match *arg {
+            "-o" | "--output" => iter.next().copied(),
+            a => a
+                .strip_prefix("--output=")
+                .or_else(|| a.strip_prefix("-o").filter(|t| !t.is_empty())),
+        };
+        if let Some(target) = target
+            && !inside(&resolve(cwd, target), workdir)
+        {
+            return Part::Action("modify_unrelated_file".into());
+        }
+    }
+    Part::Read
 }
 
 fn judge_git(args: &[&str], cwd: &Path, workdir: &Path) -> Part {
@@ -539,12 +563,18 @@ fn judge_git(args: &[&str], cwd: &Path, workdir: &Path) -> Part {
         }
         "worktree" if rest.first() == Some(&"add") => Part::Action("create_worktree".into()),
         "worktree" => Part::Read,
-        "config"
-            if rest
+        // Reading the configuration, or naming the author: anything else can
+        // run programs (hooks, fsmonitor, sshCommand, diff.external, includes).
+        "config" => {
+            let read = rest
                 .iter()
-                .any(|a| a.starts_with("core.hooksPath") || a.starts_with("alias.")) =>
-        {
-            Part::Unknown
+                .any(|a| ["--get", "--get-all", "--list", "-l", "--get-regexp"].contains(a));
+            let author = matches!(rest.first(), Some(&"user.name") | Some(&"user.email"));
+            if read || author {
+                Part::Read
+            } else {
+                Part::Unknown
+            }
         }
         s if GIT_LOCAL.contains(&s) => Part::Read,
         _ => Part::Unknown,
@@ -669,6 +699,14 @@ mod tests {
             ("ls `pwd`", "run_command"),
             ("echo 'unclosed", "run_command"),
             ("python script.py", "run_command"),
+            ("awk 'BEGIN{system(\"id\")}'", "run_command"),
+            ("fd -e rs", "allow"),
+            ("fd -x rm", "run_command"),
+            ("sort -o /etc/passwd notes.txt", "modify_unrelated_file"),
+            ("sort -u notes.txt", "allow"),
+            ("git config user.email bot@example.com", "allow"),
+            ("git config --get remote.origin.url", "allow"),
+            ("git config core.fsmonitor 'touch /tmp/x'", "run_command"),
             ("", "allow"),
         ] {
             assert_eq!(bash(command), want, "command: {command:?}");

@@ -96,6 +96,45 @@ pub fn signal_group(pgid: i32, signal: i32) -> io::Result<()> {
     }
 }
 
+/// The process groups of the processes whose environment holds `key=value`
+/// (a worker started but never recorded, found by its run's id). Processes
+/// this one may not read are skipped.
+pub fn groups_with_env(key: &str, value: &str) -> Vec<i32> {
+    let wanted = format!("{key}={value}");
+    let mut groups = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return groups;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if !environ.split(|b| *b == 0).any(|v| v == wanted.as_bytes()) {
+            continue;
+        }
+        let pgid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let after = stat[stat.rfind(')')? + 1..].to_string();
+                after.split_whitespace().nth(2)?.parse::<i32>().ok()
+            });
+        if let Some(pgid) = pgid
+            && pgid > 1
+            && !groups.contains(&pgid)
+        {
+            groups.push(pgid);
+        }
+    }
+    groups
+}
+
 /// A file descriptor that becomes readable when the process exits
 /// (`pidfd_open(2)`). It refers to this very process even if its pid is reused.
 pub fn pidfd(pid: i32) -> io::Result<OwnedFd> {

@@ -22,8 +22,6 @@ use super::hook::{self, HookInput, HookVerdict};
 use super::wire::{Answer, Ask, MAX_LINE, Status, valid_action};
 use crate::store::{Fence, NewRequest, Request, RequestStatus, RequestVia, StoreError};
 
-/// Requests one attempt may make before it is stopped as flooding.
-pub const MAX_REQUESTS_PER_ATTEMPT: usize = 200;
 /// The longest request body kept.
 const MAX_BODY_CHARS: usize = 2_000;
 /// How long a worker has to send its question once connected.
@@ -183,8 +181,10 @@ async fn request(
             MAX_BODY_CHARS,
         ),
     };
-    let Some(recorded) = record(ctx, &new).await? else {
-        return Ok(flooded());
+    let recorded = match record(ctx, &new).await? {
+        None => return Ok(flooded(ctx)),
+        Some(Err(_)) => return Ok(reused_key()),
+        Some(Ok(request)) => request,
     };
     let deadline = tokio::time::Instant::now() + ctx.shared.settings.request_wait;
     let decided = wait(ctx, &[recorded.id], deadline).await?;
@@ -224,8 +224,9 @@ async fn hook_call(ctx: &SocketCtx, input: serde_json::Value) -> Result<Answer, 
                     ),
                 };
                 match record(ctx, &new).await? {
-                    Some(request) => ids.push(request.id),
-                    None => return Ok(flooded()),
+                    Some(Ok(request)) => ids.push(request.id),
+                    Some(Err(_)) => return Ok(reused_key()),
+                    None => return Ok(flooded(ctx)),
                 }
             }
             // Answer well before Claude Code's own hook timeout.
@@ -248,10 +249,20 @@ async fn hook_call(ctx: &SocketCtx, input: serde_json::Value) -> Result<Answer, 
     }
 }
 
-fn flooded() -> Answer {
+fn reused_key() -> Answer {
+    Answer::new(
+        Status::Invalid,
+        "this request's key was used before for another request",
+    )
+}
+
+fn flooded(ctx: &SocketCtx) -> Answer {
     Answer::new(
         Status::Stop,
-        format!("more than {MAX_REQUESTS_PER_ATTEMPT} requests in one attempt: stop now"),
+        format!(
+            "more than {} requests in one attempt: stop now",
+            ctx.shared.settings.max_requests
+        ),
     )
 }
 
@@ -262,13 +273,21 @@ fn stop_reason(ctx: &SocketCtx) -> String {
         .unwrap_or_else(|| "stop now".into())
 }
 
-/// Records a request and posts it in the run's topic. `None` past the flood cap.
-async fn record(ctx: &SocketCtx, new: &NewRequest) -> Result<Option<Request>, StoreError> {
-    if ctx.requests.load(Ordering::Relaxed) >= MAX_REQUESTS_PER_ATTEMPT {
+/// Records a request and posts it in the run's topic. `None` past the flood
+/// cap; `Err` (the earlier request) when the key was used for other parameters.
+async fn record(
+    ctx: &SocketCtx,
+    new: &NewRequest,
+) -> Result<Option<Result<Request, Request>>, StoreError> {
+    if ctx.requests.load(Ordering::Relaxed) >= ctx.shared.settings.max_requests {
         return Ok(None);
     }
     let mut tx = ctx.shared.store.begin_write().await?;
     let recorded = tx.record_request(new, &ctx.fence).await?;
+    if !recorded.new && recorded.request.params_hash != new.params_hash() {
+        // The same key for something else: not the same request.
+        return Ok(Some(Err(recorded.request)));
+    }
     if recorded.new {
         ctx.requests.fetch_add(1, Ordering::Relaxed);
         let text = super::supervise::relay_request(&recorded.request, ctx.private);
@@ -278,7 +297,7 @@ async fn record(ctx: &SocketCtx, new: &NewRequest) -> Result<Option<Request>, St
             .await?;
     }
     tx.commit().await?;
-    Ok(Some(recorded.request))
+    Ok(Some(Ok(recorded.request)))
 }
 
 /// Waits until none of `ids` is pending (escalated counts: a human decides

@@ -114,6 +114,12 @@ impl RunDir {
 
 /// Creates what a run needs before a worker starts (idempotent: later
 /// attempts find it in place). Returns the paths.
+///
+/// Eagle (often root) creates the worker's `work` and `home` once, inside
+/// its own run directory, before any worker can reach them, and never
+/// touches what is inside them afterwards: a worker could have put a
+/// symlink there. What goes inside them (the rules files, `.git/info/exclude`,
+/// `home/.claude`) the worker shim writes, as the worker's own user.
 pub(super) async fn prepare_run(
     shared: &Shared,
     run: &Run,
@@ -121,52 +127,91 @@ pub(super) async fn prepare_run(
 ) -> std::io::Result<RunDir> {
     let dir = RunDir::of(shared, run.id);
     let user = shared.worker_user.as_ref();
-    std::fs::create_dir_all(&dir.base)?;
-    host::chmod(&dir.base, 0o711)?;
-    std::fs::create_dir_all(&dir.eagle)?;
-    host::chmod(&dir.eagle, 0o755)?;
-    let fresh = !dir.work.exists();
-    if fresh {
-        match &shared.settings.repo {
-            Some(repo) => clone_repo(repo, &dir.work, user).await?,
-            None => std::fs::create_dir_all(&dir.work)?,
-        }
+    for (path, mode) in [(&dir.base, 0o711), (&dir.eagle, 0o755)] {
+        std::fs::create_dir_all(path)?;
+        refuse_symlink(path)?;
+        host::chmod(path, mode)?;
     }
-    for sub in [&dir.home, &dir.home.join(".claude"), &dir.home.join("tmp")] {
-        std::fs::create_dir_all(sub)?;
+    create_worker_dir(&dir.home, user)?;
+    let fresh = create_worker_dir(&dir.work, user)?;
+    if fresh && let Some(repo) = &shared.settings.repo {
+        clone_repo(shared, repo, &dir, user).await?;
     }
-    for owned in [
-        &dir.work,
-        &dir.home,
-        &dir.home.join(".claude"),
-        &dir.home.join("tmp"),
-    ] {
-        host::chmod(owned, 0o700)?;
-        if let Some(user) = user {
-            host::chown(owned, user)?;
-        }
-    }
-    let rules = rules_text(run, task);
-    std::fs::write(dir.eagle.join("rules.md"), &rules)?;
-    host::chmod(&dir.eagle.join("rules.md"), 0o644)?;
-    write_agent_files(&dir.work, &rules, user)?;
+    let rules = dir.eagle.join("rules.md");
+    std::fs::write(&rules, rules_text(run, task))?;
+    host::chmod(&rules, 0o644)?;
     Ok(dir)
 }
 
-async fn clone_repo(repo: &Path, work: &Path, user: Option<&UnixUser>) -> std::io::Result<()> {
+/// A path that is a symlink is refused: Eagle's own directories never are.
+fn refuse_symlink(path: &Path) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
+        return Err(std::io::Error::other(format!(
+            "{} is a symlink: refusing to use it",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Creates one of the worker's directories if it does not exist (returns
+/// whether it did), private to the worker's user.
+fn create_worker_dir(path: &Path, user: Option<&UnixUser>) -> std::io::Result<bool> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(std::io::Error::other(format!(
+            "{} is a symlink: refusing to use it",
+            path.display()
+        ))),
+        Ok(_) => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir(path)?;
+            host::chmod(path, 0o700)?;
+            if let Some(user) = user {
+                std::os::unix::fs::lchown(path, Some(user.uid), Some(user.gid))?;
+            }
+            Ok(true)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Clones `runner.repo` into the fresh, empty working directory, as the
+/// worker's user, with nothing of Eagle's environment and no git
+/// configuration or hooks but git's own.
+async fn clone_repo(
+    shared: &Shared,
+    repo: &Path,
+    dir: &RunDir,
+    user: Option<&UnixUser>,
+) -> std::io::Result<()> {
     let mut git = tokio::process::Command::new("git");
-    git.arg("clone")
-        .arg("--quiet")
-        .arg(repo)
-        .arg(work)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    git.args([
+        "-c",
+        "core.hooksPath=/dev/null",
+        "clone",
+        "--quiet",
+        "--template=",
+    ])
+    .arg(repo)
+    .arg(&dir.work)
+    .env_clear()
+    .env(
+        "PATH",
+        shared
+            .env
+            .get("PATH")
+            .map_or("/usr/local/bin:/usr/bin:/bin", String::as_str),
+    )
+    .env("HOME", &dir.home)
+    .env("GIT_CONFIG_GLOBAL", "/dev/null")
+    .env("GIT_CONFIG_NOSYSTEM", "1")
+    .env("GIT_TERMINAL_PROMPT", "0")
+    .current_dir(&dir.base)
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
     if let Some(user) = user {
-        // The clone must be the worker's; its parent directory is Eagle's.
-        std::fs::create_dir_all(work)?;
-        host::chown(work, user)?;
-        git.uid(user.uid).gid(user.gid).env("HOME", &user.home);
+        git.uid(user.uid).gid(user.gid);
     }
     let out = git.output().await?;
     if out.status.success() {
@@ -194,50 +239,6 @@ fn rules_text(run: &Run, task: Option<&Task>) -> String {
          5. Something outside the task: `[ESCALATE: scope_expansion] <what>`, and leave it alone.\n",
         run = run.id
     )
-}
-
-/// AGENTS.md with the rules and CLAUDE.md importing it, unless the checkout
-/// has its own; kept out of commits through `.git/info/exclude`.
-fn write_agent_files(work: &Path, rules: &str, user: Option<&UnixUser>) -> std::io::Result<()> {
-    let mut written = Vec::new();
-    for (name, text) in [("AGENTS.md", rules), ("CLAUDE.md", "@AGENTS.md\n")] {
-        let path = work.join(name);
-        let ours = std::fs::read_to_string(&path)
-            .is_ok_and(|t| t == text || t.starts_with("# Rules of run"));
-        if path.exists() && !ours {
-            continue;
-        }
-        std::fs::write(&path, text)?;
-        host::chmod(&path, 0o644)?;
-        if let Some(user) = user {
-            host::chown(&path, user)?;
-        }
-        written.push(name);
-    }
-    let info = work.join(".git").join("info");
-    if work.join(".git").is_dir() && !written.is_empty() {
-        std::fs::create_dir_all(&info)?;
-        let exclude = info.join("exclude");
-        let current = std::fs::read_to_string(&exclude).unwrap_or_default();
-        let mut text = current.clone();
-        for name in written {
-            let line = format!("/{name}");
-            if !current.lines().any(|l| l.trim() == line) {
-                if !text.is_empty() && !text.ends_with('\n') {
-                    text.push('\n');
-                }
-                text.push_str(&line);
-                text.push('\n');
-            }
-        }
-        if text != current {
-            std::fs::write(&exclude, text)?;
-            if let Some(user) = user {
-                host::chown(&exclude, user)?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Claude Code's settings for a worker: only Eagle's PreToolUse hook, with
@@ -440,9 +441,11 @@ pub(super) fn log_path(shared: &Shared, task_gid: &str, kind: PromptKind) -> Pat
 /// group), the run's working directory, the given environment only, the
 /// worker user, stdout and stderr into the work log, and the exit file on
 /// descriptor 3.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn start(
     shared: &Shared,
     argv: &[String],
+    rules: &Path,
     env: &BTreeMap<String, String>,
     workdir: &Path,
     log: &Path,
@@ -462,6 +465,8 @@ pub(super) fn start(
         .arg("worker-shim")
         .arg("--deadline")
         .arg(shim_deadline.as_secs().to_string())
+        .arg("--rules")
+        .arg(rules)
         .arg("--")
         .args(argv)
         .env_clear()

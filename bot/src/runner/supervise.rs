@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::output::{Event, LogLine, LogReader, events};
-use super::socket::{MAX_REQUESTS_PER_ATTEMPT, SocketCtx};
+use super::socket::SocketCtx;
 use super::spawn::{self, Launch, RunDir};
 use super::{PromptKind, Shared, host};
 use crate::profile::{KindLimits, WorkerKind};
@@ -107,9 +107,32 @@ pub(super) async fn adopt(
     shutdown: CancellationToken,
 ) {
     let task = task_of(shared, &run).await;
+    if run.worker_pid.is_none() {
+        // The runner died between the claim and the worker's record: a
+        // worker may have started unrecorded. Any process of this run is
+        // ended before the run goes back to the queue.
+        for pgid in host::groups_with_env(super::wire::ENV_RUN, &run.id.to_string()) {
+            tracing::warn!(run = run.id, pgid, "ending an unrecorded worker of the run");
+            let _ = host::signal_group(pgid, libc::SIGKILL);
+        }
+        let end = RunEnd::Failed {
+            reason: "its runner stopped before the worker was recorded".into(),
+            max_attempts: shared.settings.max_attempts,
+            owner: shared.people.owner_label(task.as_ref()),
+        };
+        let text = format!(
+            "[STATUS: retry] run:{} its runner stopped while starting a worker; it goes back to the queue",
+            run.id
+        );
+        finish_reliably(shared, &fence, None, &end, &text, &shutdown).await;
+        return;
+    }
     let pid = run.worker_pid.unwrap_or(0) as i32;
     let ticks = run.worker_start_ticks.unwrap_or(0) as u64;
-    let alive = pid > 0 && host::is_alive(pid, ticks);
+    // The pidfd first, then the check: the descriptor names the process
+    // that was checked, whatever happens to its pid afterwards.
+    let pidfd = host::pidfd(pid).ok();
+    let alive = pidfd.is_some() && pid > 0 && host::is_alive(pid, ticks);
     let kind = run
         .prompt_kind
         .as_deref()
@@ -127,6 +150,7 @@ pub(super) async fn adopt(
         task,
         pid: alive.then_some(pid),
         child: None,
+        pidfd: if alive { pidfd } else { None },
         reader: LogReader::new(
             PathBuf::from(run.log_path.clone().unwrap_or_default()),
             run.log_offset.max(0) as u64,
@@ -164,7 +188,7 @@ pub(super) async fn adopt(
             pid,
             "the worker died while no runner watched it; rescuing the run"
         );
-        worker.end().await;
+        worker.end(&shutdown).await;
     }
 }
 
@@ -332,6 +356,7 @@ async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker, Failure> 
     let started = spawn::start(
         shared,
         &argv,
+        &dir.eagle.join("rules.md"),
         &env,
         &dir.work,
         &log_path,
@@ -351,6 +376,8 @@ async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker, Failure> 
         token_sha256: token_sha256.clone(),
         workdir: dir.work.display().to_string(),
         branch: Some(branch),
+        alive_for: super::shim_deadline(limits.hard, shared.settings.wrap_up_grace)
+            + Duration::from_secs(60),
     };
     let (stop_tx, _) = watch::channel(None);
     let mut worker = Worker {
@@ -360,6 +387,7 @@ async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker, Failure> 
         task,
         pid: Some(started.pid),
         child: Some(started.child),
+        pidfd: None,
         reader: LogReader::new(log_path, 0),
         kind: shared.command.kind,
         limits,
@@ -420,6 +448,8 @@ struct Worker {
     pid: Option<i32>,
     /// Ours to reap when this runner started it.
     child: Option<tokio::process::Child>,
+    /// A re-adopted worker's pidfd, opened before it was found alive.
+    pidfd: Option<std::os::fd::OwnedFd>,
     reader: LogReader,
     kind: WorkerKind,
     limits: KindLimits,
@@ -494,7 +524,7 @@ impl Worker {
     /// Follows the worker until it exits (or this runner shuts down, leaving
     /// it to the next runner).
     async fn follow(mut self, shutdown: CancellationToken) {
-        let mut exit = std::pin::pin!(wait_for_exit(self.child.take(), self.pid));
+        let mut exit = std::pin::pin!(wait_for_exit(self.child.take(), self.pidfd.take()));
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut heartbeat = tokio::time::interval(super::LEASE / 3);
@@ -514,11 +544,8 @@ impl Worker {
                 _ = heartbeat.tick() => self.on_heartbeat().await,
                 _ = changes.changed() => self.check_run = true,
             }
-            if self.ending == Some(Ending::LostClaim) && self.pid.is_none() {
-                break;
-            }
         }
-        self.end().await;
+        self.end(&shutdown).await;
     }
 
     async fn on_tick(&mut self) {
@@ -704,7 +731,9 @@ impl Worker {
                 match event {
                     Event::Protocol { index, line: p } => match p.tag {
                         Tag::Request | Tag::Escalate => {
-                            if self.requests.load(Ordering::Relaxed) >= MAX_REQUESTS_PER_ATTEMPT {
+                            if self.requests.load(Ordering::Relaxed)
+                                >= self.shared.settings.max_requests
+                            {
                                 flooded = true;
                                 continue;
                             }
@@ -863,12 +892,17 @@ impl Worker {
 
     /// After the process is gone: the rest of the log, the exit status, and
     /// what it means for the run, recorded once.
-    async fn end(mut self) {
-        self.pid = self.pid.filter(|pid| {
-            // The group may hold leftovers (a background process): end them.
-            let _ = host::signal_group(*pid, libc::SIGKILL);
-            false
-        });
+    async fn end(mut self, shutdown: &CancellationToken) {
+        let pgid = self.pid.take();
+        let exit = read_exit(&self.exit_path);
+        if let Some(pgid) = pgid
+            && exit.code.is_none()
+            && exit.signal.is_none()
+        {
+            // The shim did not get to end its group itself (it was killed):
+            // leftovers (a background process) are ended here.
+            let _ = host::signal_group(pgid, libc::SIGKILL);
+        }
         self.socket_stop.cancel();
         if !self.socket_path.as_os_str().is_empty() {
             let _ = std::fs::remove_file(&self.socket_path);
@@ -878,7 +912,6 @@ impl Worker {
         }
         self.read_log().await;
         self.flush_status(true).await;
-        let exit = read_exit(&self.exit_path);
         let (end, text) = match self.judge(&exit).await {
             Ok(judged) => judged,
             Err(error) => {
@@ -886,22 +919,7 @@ impl Worker {
                 return;
             }
         };
-        let mut backoff = crate::backoff::Backoff::new();
-        loop {
-            match finish(&self.shared, &self.fence, exit.code, &end, &text).await {
-                Ok(()) => break,
-                Err(StoreError::Fenced(_)) => break,
-                Err(error) if error.is_transient() && backoff.failures() < 8 => {
-                    let wait = backoff.failed();
-                    tracing::warn!(%error, run = self.fence.run, "cannot record the worker's end; retrying");
-                    tokio::time::sleep(wait).await;
-                }
-                Err(error) => {
-                    tracing::error!(%error, run = self.fence.run, "cannot record the worker's end");
-                    break;
-                }
-            }
-        }
+        finish_reliably(&self.shared, &self.fence, exit.code, &end, &text, shutdown).await;
         tracing::info!(run = self.fence.run, attempt = self.fence.attempt, exit = %exit.describe(), end = ?end, "worker ended");
     }
 
@@ -913,20 +931,23 @@ impl Worker {
             tx.run(run_id).await?
         };
         let owner = self.shared.people.owner_label(self.task.as_ref());
+        let shown_owner = quote(&owner);
         let max_attempts = self.shared.settings.max_attempts;
         let failures = run.as_ref().map_or(0, |r| r.failures);
         let failed = |reason: String| {
             let held = failures + 1 >= max_attempts;
             let text = if held {
                 format!(
-                    "[STATUS: held] run:{run_id} attempt {} failed: {reason}; held for {owner} after {} attempt(s)",
+                    "[STATUS: held] run:{run_id} attempt {} failed: {}; held for {shown_owner} after {} attempt(s)",
                     self.fence.attempt,
+                    quote(&reason),
                     failures + 1
                 )
             } else {
                 format!(
-                    "[STATUS: retry] run:{run_id} attempt {} failed: {reason}; it goes back to the queue ({} of {max_attempts} failed attempts)",
+                    "[STATUS: retry] run:{run_id} attempt {} failed: {}; it goes back to the queue ({} of {max_attempts} failed attempts)",
                     self.fence.attempt,
+                    quote(&reason),
                     failures + 1
                 )
             };
@@ -994,10 +1015,17 @@ impl Worker {
             Some(Ending::Watchdog(reason)) => return Ok(failed(reason.clone())),
             Some(Ending::Flood) => {
                 return Ok(failed(format!(
-                    "more than {MAX_REQUESTS_PER_ATTEMPT} requests in one attempt"
+                    "more than {} requests in one attempt",
+                    self.shared.settings.max_requests
                 )));
             }
             _ => {}
+        }
+        // A worker that crashed counts as failed even if it asked something
+        // first (it must not be resumed for ever); exit 3 is the documented
+        // "stop, a human decides".
+        if !matches!(exit.code, Some(0) | Some(3)) {
+            return Ok(failed(exit.describe()));
         }
         let open: Vec<&Request> = requests.iter().filter(|r| r.status.is_open()).collect();
         if !open.is_empty() {
@@ -1023,10 +1051,7 @@ impl Worker {
                 ),
             ));
         }
-        Ok(failed(match exit.code {
-            Some(0) => "it stopped without reporting [DONE: …]".into(),
-            _ => exit.describe(),
-        }))
+        Ok(failed("it stopped without reporting [DONE: …]".into()))
     }
 }
 
@@ -1044,20 +1069,42 @@ async fn finish(
     tx.commit().await
 }
 
+/// Records the end of an attempt, trying again through database trouble
+/// until it is recorded, the claim is lost (someone else has the run), or
+/// the runner shuts down (the next runner on this host adopts the run).
+async fn finish_reliably(
+    shared: &Shared,
+    fence: &Fence,
+    exit_code: Option<i64>,
+    end: &RunEnd,
+    text: &str,
+    shutdown: &CancellationToken,
+) {
+    let mut backoff = crate::backoff::Backoff::new();
+    loop {
+        match finish(shared, fence, exit_code, end, text).await {
+            Ok(()) | Err(StoreError::Fenced(_)) => return,
+            Err(error) => {
+                let wait = backoff.failed();
+                tracing::error!(%error, run = fence.run, wait_ms = wait.as_millis() as u64, "cannot record a worker's end; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => {}
+                }
+            }
+        }
+    }
+}
+
 /// Waits for the worker's process to end: our own child (reaped here), or,
-/// for a re-adopted one, through a pidfd.
-async fn wait_for_exit(child: Option<tokio::process::Child>, pid: Option<i32>) {
+/// for a re-adopted one, its pidfd.
+async fn wait_for_exit(child: Option<tokio::process::Child>, pidfd: Option<std::os::fd::OwnedFd>) {
     if let Some(mut child) = child {
         let _ = child.wait().await;
         return;
     }
-    let Some(pid) = pid else { return };
-    match host::pidfd(pid) {
-        Ok(fd) => {
-            let _ = host::wait_exit(fd).await;
-        }
-        // Gone already.
-        Err(_) => {}
+    if let Some(fd) = pidfd {
+        let _ = host::wait_exit(fd).await;
     }
 }
 

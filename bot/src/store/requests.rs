@@ -182,18 +182,14 @@ impl Tx {
     /// Records a worker's request, once per (run, attempt, key), pending for
     /// the decider. The runner must hold the run.
     pub async fn record_request(&mut self, new: &NewRequest, fence: &Fence) -> Result<Recorded> {
-        let holds: Option<i64> = on_tx!(self, conn => {
-            sqlx::query_scalar(
-                "SELECT id FROM executor_runs WHERE id = $1 AND lease_owner = $2 AND attempt = $3",
-            )
-            .bind(fence.run)
-            .bind(&fence.owner)
-            .bind(fence.attempt)
-            .fetch_optional(conn)
-            .await
-        })
-        .op("checking a run's claim")?;
-        if holds.is_none() {
+        // Locked (on PostgreSQL) until commit: the claim cannot end meanwhile.
+        let run = self.run_for_update(fence.run).await?;
+        let holds = run.is_some_and(|r| {
+            r.lease_owner.as_deref() == Some(fence.owner.as_str())
+                && r.attempt == fence.attempt
+                && !r.state.is_final()
+        });
+        if !holds {
             return Err(StoreError::Fenced(format!("run {}", fence.run)));
         }
         let now = super::now();
@@ -257,7 +253,8 @@ impl Tx {
 
     /// Reuses a human's decision on an identical earlier request of the
     /// run, if there is one, for a request still pending. Returns the
-    /// request as decided, or `None` (then the plugins decide).
+    /// request as decided, or `None` (then the plugins decide, and the
+    /// caller must roll this transaction back).
     pub async fn bind_to_human_decision(&mut self, request: &Request) -> Result<Option<Request>> {
         let (id, run_id, hash) = (request.id, request.run_id, request.params_hash.as_str());
         let earlier: Option<(i64, String, Option<String>, Option<String>)> = on_tx!(self, conn => {
@@ -279,6 +276,21 @@ impl Tx {
             return Ok(None);
         };
         let now = super::now();
+        if status == "approved" {
+            // Used up first, conditionally: two deciders cannot both use it.
+            let used = on_tx!(self, conn => {
+                sqlx::query("UPDATE worker_requests SET consumed_at = $2 WHERE id = $1 AND consumed_at IS NULL")
+                    .bind(earlier)
+                    .bind(now)
+                    .execute(conn)
+                    .await
+                    .map(|done| done.rows_affected())
+            })
+            .op("using up an approval")?;
+            if used == 0 {
+                return Ok(None);
+            }
+        }
         let changed = on_tx!(self, conn => {
             sqlx::query(
                 "UPDATE worker_requests SET status = $2, decided_at = $3, decided_by = $4, \
@@ -297,18 +309,9 @@ impl Tx {
         })
         .op("reusing a human's decision")?;
         if changed == 0 {
+            // Decided meanwhile: the caller rolls its transaction back, and
+            // with it the use of the approval.
             return Ok(None);
-        }
-        if status == "approved" {
-            on_tx!(self, conn => {
-                sqlx::query("UPDATE worker_requests SET consumed_at = $2 WHERE id = $1")
-                    .bind(earlier)
-                    .bind(now)
-                    .execute(conn)
-                    .await
-                    .map(|done| done.rows_affected())
-            })
-            .op("using up an approval")?;
         }
         self.audit(&NewAuditEntry {
             actor: format!("bound:request:{earlier}"),

@@ -173,6 +173,8 @@ pub struct WorkerMirror {
     pub token_sha256: String,
     pub workdir: String,
     pub branch: Option<String>,
+    /// How long the worker may outlive its runner (its shim's deadline and a margin).
+    pub alive_for: Duration,
 }
 
 /// How a worker's attempt ended, as the runner judged it.
@@ -523,7 +525,10 @@ impl Tx {
 
     /// Records a worker the runner started for its claim.
     pub async fn record_worker(&mut self, fence: &Fence, worker: &WorkerMirror) -> Result<()> {
-        let now = super::now();
+        let now = self.clock().await?;
+        // The worker may outlive its runner until its shim ends it: from now
+        // (not from the claim, which a slow clone may precede by long).
+        let alive_until = now + delta(worker.alive_for);
         let changed = on_tx!(self, conn => {
             sqlx::query(
                 "UPDATE executor_runs SET worker_pid = $4, worker_pgid = $5, worker_host = $6, \
@@ -534,7 +539,7 @@ impl Tx {
                  worker_exit_file = $12, socket_path = $13, token_sha256 = $14, \
                  worktree_path = $15, branch_name = COALESCE($16, branch_name), \
                  worker_last_update = $8, worker_exit_code = NULL, log_offset = 0, \
-                 updated_at = $8 \
+                 updated_at = $8, worker_alive_until = $17 \
                  WHERE id = $1 AND lease_owner = $2 AND attempt = $3",
             )
             .bind(fence.run)
@@ -553,12 +558,26 @@ impl Tx {
             .bind(&worker.token_sha256)
             .bind(&worker.workdir)
             .bind(&worker.branch)
+            .bind(alive_until)
             .execute(conn)
             .await
             .map(|done| done.rows_affected())
         })
         .op("recording a worker")?;
         fenced(changed, fence)?;
+        on_tx!(self, conn => {
+            sqlx::query(
+                "UPDATE worker_slots SET expires_at = CASE WHEN expires_at > $3 THEN expires_at ELSE $3 END \
+                 WHERE run_id = $1 AND owner = $2",
+            )
+            .bind(fence.run)
+            .bind(&fence.owner)
+            .bind(alive_until)
+            .execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("extending a worker slot")?;
         self.audit(&NewAuditEntry {
             actor: format!("runner:{}", fence.owner),
             action: "run.worker_started".into(),
@@ -628,6 +647,17 @@ impl Tx {
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("run {} does not exist", fence.run)))?;
         Self::check_fence(&run, Some(fence))?;
+        // A run cancelled while its worker was ending stays cancelled.
+        let stopped;
+        let end = match end {
+            RunEnd::Moved { .. } if run.state.is_final() => {
+                stopped = RunEnd::Stopped {
+                    reason: format!("the run is {}", run.state.as_str()),
+                };
+                &stopped
+            }
+            other => other,
+        };
         let actor = format!("runner:{}", fence.owner);
         let now = super::now();
         if let Some(slot) = run.slot {
@@ -641,13 +671,25 @@ impl Tx {
             } => {
                 let failures = run.failures + 1;
                 let give_up = failures >= *max_attempts;
-                let waiting = give_up.then(|| owner.clone());
-                (failures, give_up, waiting, reason.clone())
+                // A human's hold stands: a failure never lifts it.
+                let waiting = if give_up {
+                    Some(owner.clone())
+                } else if run.held {
+                    run.waiting_on.clone()
+                } else {
+                    None
+                };
+                (failures, give_up || run.held, waiting, reason.clone())
             }
             RunEnd::CostCap { reason, owner } => {
                 (run.failures, true, Some(owner.clone()), reason.clone())
             }
-            RunEnd::Stopped { reason } => (run.failures, run.held, None, reason.clone()),
+            RunEnd::Stopped { reason } => (
+                run.failures,
+                run.held,
+                run.waiting_on.clone(),
+                reason.clone(),
+            ),
             RunEnd::Waiting => (
                 run.failures,
                 run.held,
@@ -860,6 +902,11 @@ impl Store {
     /// claiming is not paused and nothing holds it. The claim, the slot and
     /// the state change commit together.
     pub async fn claim_run(&self, owner: &str, limits: &ClaimLimits) -> Result<Option<Claim>> {
+        // A read first: most wake-ups find nothing to claim, and need not
+        // take SQLite's write lock to learn it.
+        if self.work_in_sight().await? == 0 {
+            return Ok(None);
+        }
         let mut tx = self.begin_write().await?;
         if tx.control(super::Control::Paused).await? || tx.control(super::Control::HoldAll).await? {
             return Ok(None);
@@ -1000,33 +1047,40 @@ impl Store {
             let until = run
                 .worker_alive_until
                 .map_or(lease_until, |alive| alive.max(lease_until));
-            on_tx!(tx, conn => {
-                sqlx::query("UPDATE worker_slots SET expires_at = $3 WHERE slot = $1 AND run_id = $2")
-                    .bind(slot)
-                    .bind(fence.run)
-                    .bind(until)
-                    .execute(conn)
-                    .await
-                    .map(|done| done.rows_affected())
+            let renewed = on_tx!(tx, conn => {
+                sqlx::query(
+                    "UPDATE worker_slots SET expires_at = CASE WHEN expires_at > $3 THEN expires_at ELSE $3 END \
+                     WHERE slot = $1 AND run_id = $2",
+                )
+                .bind(slot)
+                .bind(fence.run)
+                .bind(until)
+                .execute(conn)
+                .await
+                .map(|done| done.rows_affected())
             })
             .op("renewing a worker slot")?;
+            // Its slot taken by another run: this worker is one too many.
+            fenced(renewed, fence)?;
         }
         tx.commit().await?;
         Ok(run)
     }
 
-    /// Runs whose worker was started on `host`, not ended: what a runner
-    /// starting there re-adopts or rescues.
-    pub async fn runs_with_workers_on(&self, host: &str) -> Result<Vec<Run>> {
+    /// Runs claimed by a runner on `host` (lease owners are named
+    /// `<host>#<pid>#<ticks>`), with or without a worker: what a runner
+    /// starting there re-adopts or rescues when their runner is gone.
+    pub async fn runs_claimed_on(&self, host: &str) -> Result<Vec<Run>> {
         let mut tx = self.begin_read().await?;
         let query = sql(&[
             "SELECT ",
             RUN_COLUMNS,
-            " FROM executor_runs WHERE worker_host = $1 AND worker_pid IS NOT NULL \
-             AND lease_owner IS NOT NULL ORDER BY id",
+            " FROM executor_runs WHERE lease_owner LIKE $1 ORDER BY id",
         ]);
-        on_tx!(tx, conn => sqlx::query_as(query).bind(host).fetch_all(conn).await)
-            .op("listing workers on this host")
+        // A host id is hex digits, '/' and digits: no LIKE wildcards.
+        let pattern = format!("{host}#%");
+        on_tx!(tx, conn => sqlx::query_as(query).bind(pattern).fetch_all(conn).await)
+            .op("listing the runs claimed on this host")
     }
 
     /// Work that is about to happen without anyone's say: runs a runner

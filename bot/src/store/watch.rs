@@ -135,19 +135,23 @@ async fn listen_postgres(pool: &sqlx::PgPool, hub: &Hub) {
                 continue;
             }
         };
-        backoff.succeeded();
         // Whatever happened while not listening is swept now.
         hub.bump();
         hub.ready.send_replace(true);
         loop {
             match listener.try_recv().await {
-                Ok(Some(_)) => hub.bump(),
+                Ok(Some(_)) => {
+                    backoff.succeeded();
+                    hub.bump();
+                }
                 // The connection was lost and re-established: notifications
                 // may be missing, so sweep.
                 Ok(None) => hub.bump(),
                 Err(error) => {
-                    tracing::warn!(%error, "the LISTEN connection failed; reconnecting");
+                    let wait = backoff.failed();
+                    tracing::warn!(%error, wait_ms = wait.as_millis() as u64, "the LISTEN connection failed; reconnecting");
                     hub.bump();
+                    tokio::time::sleep(wait).await;
                     break;
                 }
             }
@@ -171,7 +175,6 @@ async fn poll_sqlite(store: &super::Store) {
                 continue;
             }
         };
-        backoff.succeeded();
         let mut last: Option<i64> = None;
         let mut tick = tokio::time::interval(SQLITE_POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -182,6 +185,7 @@ async fn poll_sqlite(store: &super::Store) {
                 .await
             {
                 Ok(version) => {
+                    backoff.succeeded();
                     match last {
                         Some(v) if v != version => store.hub.bump(),
                         Some(_) => {}
@@ -194,8 +198,10 @@ async fn poll_sqlite(store: &super::Store) {
                     last = Some(version);
                 }
                 Err(error) => {
-                    tracing::warn!(%error, "cannot read the database's data version; reconnecting");
+                    let wait = backoff.failed();
+                    tracing::warn!(%error, wait_ms = wait.as_millis() as u64, "cannot read the database's data version; reconnecting");
                     store.hub.bump();
+                    tokio::time::sleep(wait).await;
                     break;
                 }
             }

@@ -365,14 +365,8 @@ impl<'a> Listener<'a> {
             .as_ref()
             .is_some_and(|bot| bot.matches(message.sender_id as u64, &message.sender_email));
         if from_executor {
-            // The executor's protocol lines are for the executor loop (a later
-            // milestone); count them so that nothing is silently dropped.
-            let (lines, malformed) = crate::protocol::parse_message(&message.content);
-            tracing::debug!(
-                lines = lines.len(),
-                malformed,
-                "a message from the executor"
-            );
+            // The executor's posts mirror the database, which Eagle reads
+            // directly: nothing in chat is a request or a decision.
             self.pass_over(message.id);
             return true;
         }
