@@ -118,6 +118,25 @@ impl StoreError {
         }
     }
 
+    /// Whether SQLite said the database is busy or locked (another process
+    /// holds a lock for a moment).
+    pub fn is_busy(&self) -> bool {
+        let source = match self {
+            StoreError::Connect { source, .. } | StoreError::Query { source, .. } => source,
+            StoreError::Migrate {
+                source: sqlx::migrate::MigrateError::Execute(source),
+                ..
+            } => source,
+            _ => return false,
+        };
+        source.as_database_error().is_some_and(|db| {
+            matches!(
+                db.code().as_deref(),
+                Some("5" | "6" | "261" | "262" | "517")
+            )
+        })
+    }
+
     /// Whether the error is a violated uniqueness constraint.
     pub fn is_unique_violation(&self) -> bool {
         match self {
@@ -272,10 +291,30 @@ impl Tx {
 
 impl Store {
     /// Opens the database at `url` and applies any pending migrations.
+    ///
+    /// Several processes may open one SQLite file at the same moment (both
+    /// profiles starting together): switching a fresh file to WAL or
+    /// migrating it takes locks the other may briefly hold, so a busy or
+    /// locked database is tried again for a while before giving up.
     pub async fn open(url: &DatabaseUrl) -> Result<Store> {
-        let store = Store::connect(url).await?;
-        store.migrate().await?;
-        Ok(store)
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let opened = async {
+                let store = Store::connect(url).await?;
+                store.migrate().await?;
+                Ok::<_, StoreError>(store)
+            };
+            match opened.await {
+                Ok(store) => return Ok(store),
+                Err(error) if attempt < 40 && error.is_busy() => {
+                    tracing::debug!(%error, attempt, "the database is busy; opening it again");
+                    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt.min(10))))
+                        .await;
+                }
+                Err(error) => return Err(error),
+            }
+        }
     }
 
     /// Opens the database without migrating it.

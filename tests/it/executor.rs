@@ -310,10 +310,7 @@ async fn seed_story_through_zulip(db: crate::support::Db) {
         .set("EAGLE_RUNNER__WORKER_COMMAND", &fake_worker_command())
         .set("EAGLE_OWNER", &realm.alex.to_string())
         .set("EAGLE_EXECUTOR_BOT", "executor-bot@example.com");
-    let eagle = Running::start(&home, "eagle");
-    let executor = Running::start(&home, "executor");
-    realm.wait_listening(realm.eagle, 1).await;
-    realm.wait_listening(realm.executor, 1).await;
+    let (eagle, executor) = start_both(&realm, &home).await;
 
     realm
         .fake
@@ -420,7 +417,7 @@ async fn seed_story_through_zulip(db: crate::support::Db) {
     wait_post(
         &realm,
         realm.eagle,
-        "[APPROVED: merge_pr] run:1 req:3 by Alex",
+        &format!("[APPROVED: merge_pr] run:1 req:{} by Alex", merge.id),
     )
     .await;
     wait_post(&realm, realm.executor, "[DONE: pr_ready] run:1").await;
@@ -661,10 +658,7 @@ async fn kill_9_of_either_side_loses_nothing_and_starts_no_second_worker() {
     home.set("EAGLE_DATABASE_URL", &test_db.url)
         .set("EAGLE_RUNNER__WORKER_COMMAND", &fake_worker_command());
     let gate = home.dir.path().join("gate");
-    let eagle = Running::start(&home, "eagle");
-    let executor = Running::start(&home, "executor");
-    realm.wait_listening(realm.eagle, 1).await;
-    realm.wait_listening(realm.executor, 1).await;
+    let (eagle, executor) = start_both(&realm, &home).await;
     realm.fake.post(
         realm.alex,
         "general",
@@ -814,10 +808,7 @@ async fn approvers_hold_cancel_pause_and_hold_everything() {
     home.set("EAGLE_DATABASE_URL", &test_db.url)
         .set("EAGLE_RUNNER__WORKER_COMMAND", &fake_worker_command())
         .set("EAGLE_RUNNER__WRAP_UP_GRACE", "2s");
-    let eagle = Running::start(&home, "eagle");
-    let executor = Running::start(&home, "executor");
-    realm.wait_listening(realm.eagle, 1).await;
-    realm.wait_listening(realm.executor, 1).await;
+    let (eagle, executor) = start_both(&realm, &home).await;
     let store = test_db.open().await;
     let say = |text: &str| realm.fake.post(realm.alex, "general", "controls", text);
     let never = home.dir.path().join("never");
@@ -922,10 +913,7 @@ async fn an_unanswered_escalation_is_reminded_then_expires_and_the_worker_is_tol
         .set("EAGLE_RUNNER__WORKER_COMMAND", &fake_worker_command())
         .set("EAGLE_DECISIONS__REMINDER_AFTER", "1s")
         .set("EAGLE_DECISIONS__APPROVAL_TTL", "3s");
-    let eagle = Running::start(&home, "eagle");
-    let executor = Running::start(&home, "executor");
-    realm.wait_listening(realm.eagle, 1).await;
-    realm.wait_listening(realm.executor, 1).await;
+    let (eagle, executor) = start_both(&realm, &home).await;
     realm
         .fake
         .post(realm.alex, "general", "ttl", "!queue wait for nobody");
@@ -959,4 +947,27 @@ async fn an_unanswered_escalation_is_reminded_then_expires_and_the_worker_is_tol
         let (code, log) = running.stop();
         assert_eq!(code, Some(0), "{log}");
     }
+}
+
+/// Starts both profiles and waits until both listen (their logs on failure).
+async fn start_both(realm: &Realm, home: &Home) -> (Running, Running) {
+    let eagle = Running::start(home, "eagle");
+    let executor = Running::start(home, "executor");
+    for (user, running, name) in [
+        (realm.eagle, &eagle, "eagle"),
+        (realm.executor, &executor, "executor"),
+    ] {
+        let listening = realm
+            .fake
+            .wait_until(WAIT, |f| {
+                f.queues().iter().any(|q| q.user_id == user && q.parked)
+            })
+            .await;
+        assert!(
+            listening,
+            "{name} did not start listening:\n{}",
+            running.log()
+        );
+    }
+    (eagle, executor)
 }

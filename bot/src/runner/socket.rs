@@ -40,6 +40,10 @@ pub(super) struct SocketCtx {
     pub stop: watch::Receiver<Option<String>>,
     /// Requests recorded this attempt (all channels), for the flood cap.
     pub requests: Arc<AtomicUsize>,
+    /// Asks the supervisor to record what the worker wrote so far (and
+    /// answers when it has): what the worker printed before it asked is
+    /// posted before its request.
+    pub flush: tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// Binds the socket at `path`, replacing a stale file, private to the worker's user.
@@ -281,6 +285,10 @@ async fn record(
 ) -> Result<Option<Result<Request, Request>>, StoreError> {
     if ctx.requests.load(Ordering::Relaxed) >= ctx.shared.settings.max_requests {
         return Ok(None);
+    }
+    let (done, flushed) = tokio::sync::oneshot::channel();
+    if ctx.flush.send(done).await.is_ok() {
+        let _ = tokio::time::timeout(Duration::from_secs(2), flushed).await;
     }
     let mut tx = ctx.shared.store.begin_write().await?;
     let recorded = tx.record_request(new, &ctx.fence).await?;

@@ -143,6 +143,7 @@ pub(super) async fn adopt(
         .map(|at| (crate::store::now() - at).to_std().unwrap_or_default())
         .unwrap_or_default();
     let (stop_tx, _) = watch::channel(None);
+    let (flush_tx, flush_rx) = tokio::sync::mpsc::channel(16);
     let mut worker = Worker {
         shared: Arc::clone(shared),
         fence: fence.clone(),
@@ -175,6 +176,8 @@ pub(super) async fn adopt(
         last_status_post: None,
         session: None,
         check_run: true,
+        flush_rx,
+        flush_tx,
     };
     if alive {
         if let Some(hash) = run.token_sha256.clone() {
@@ -380,6 +383,7 @@ async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker, Failure> 
             + Duration::from_secs(60),
     };
     let (stop_tx, _) = watch::channel(None);
+    let (flush_tx, flush_rx) = tokio::sync::mpsc::channel(16);
     let mut worker = Worker {
         shared: Arc::clone(shared),
         fence: fence.clone(),
@@ -407,6 +411,8 @@ async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker, Failure> 
         last_status_post: None,
         session: None,
         check_run: true,
+        flush_rx,
+        flush_tx,
     };
     let recorded = async {
         let mut tx = shared.store.begin_write().await?;
@@ -471,6 +477,9 @@ struct Worker {
     session: Option<String>,
     /// Re-read the run (cancel, hold) at the next tick.
     check_run: bool,
+    /// The socket's requests to read the log now.
+    flush_rx: tokio::sync::mpsc::Receiver<tokio::sync::oneshot::Sender<()>>,
+    flush_tx: tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Worker {
@@ -496,6 +505,7 @@ impl Worker {
             private: self.private,
             stop: self.stop_tx.subscribe(),
             requests: Arc::clone(&self.requests),
+            flush: self.flush_tx.clone(),
         });
         let stop = self.socket_stop.clone();
         tokio::spawn(super::socket::serve(listener, ctx, stop));
@@ -541,6 +551,10 @@ impl Worker {
                     return;
                 }
                 _ = tick.tick() => self.on_tick().await,
+                Some(done) = self.flush_rx.recv() => {
+                    self.read_log().await;
+                    let _ = done.send(());
+                }
                 _ = heartbeat.tick() => self.on_heartbeat().await,
                 _ = changes.changed() => self.check_run = true,
             }

@@ -148,6 +148,9 @@ async fn listen_postgres(pool: &sqlx::PgPool, hub: &Hub) {
                 // may be missing, so sweep.
                 Ok(None) => hub.bump(),
                 Err(error) => {
+                    if hub.stop.is_cancelled() {
+                        return;
+                    }
                     let wait = backoff.failed();
                     tracing::warn!(%error, wait_ms = wait.as_millis() as u64, "the LISTEN connection failed; reconnecting");
                     hub.bump();
