@@ -46,7 +46,7 @@ async fn run_of(store: &Store, id: i64) -> Run {
 }
 
 /// Posts the shell printed about a run, in order.
-fn posts<'a>(stdout: &'a str, run: i64) -> Vec<&'a str> {
+fn posts(stdout: &str, run: i64) -> Vec<&str> {
     let prefix = format!("#executor > run {run} · ");
     stdout
         .lines()

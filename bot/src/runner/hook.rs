@@ -342,10 +342,11 @@ fn split_parts(command: &str) -> Option<Vec<String>> {
                 current.push(c);
                 if c == q {
                     quote = None;
-                } else if c == '\\' && q == '"' {
-                    if let Some(next) = chars.next() {
-                        current.push(next);
-                    }
+                } else if c == '\\'
+                    && q == '"'
+                    && let Some(next) = chars.next()
+                {
+                    current.push(next);
                 }
             }
             None => match c {

@@ -195,7 +195,7 @@ async fn request(
     let Some(request) = decided else {
         return Ok(Answer::new(Status::Stop, stop_reason(ctx)));
     };
-    Ok(finish(ctx, &[request], "eagle request").await?)
+    finish(ctx, &[request], "eagle request").await
 }
 
 async fn hook_call(ctx: &SocketCtx, input: serde_json::Value) -> Result<Answer, StoreError> {
