@@ -24,7 +24,7 @@ use std::fmt;
 use serde::Deserialize;
 
 pub use compose::{Decision, FilterDecision, Outcome};
-pub use plugin::PluginError;
+pub use plugin::{MAX_PLUGIN_BYTES, PluginError};
 pub use set::{PluginStatus, PolicyHost, SlotState};
 
 /// The interface version this host implements, and the range it accepts.

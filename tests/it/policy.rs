@@ -588,6 +588,7 @@ async fn compiled_plugins_are_cached_in_the_profile_not_beside_the_plugin() {
     let cached: Vec<String> = std::fs::read_dir(cache.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".cwasm"))
         .collect();
     let sha = content_hash(&std::fs::read(&path).unwrap());
     assert_eq!(cached.len(), 1, "{cached:?}");
@@ -780,7 +781,7 @@ async fn hot_reload_swaps_atomically_while_decisions_run() {
         .await;
     assert!(matches!(
         decision.votes[0].failure,
-        Some(PluginError::Read { .. })
+        Some(PluginError::Missing { .. })
     ));
     assert_eq!(decision.outcome, Outcome::Escalate);
     assert_eq!(
@@ -874,7 +875,7 @@ fn policy_commands_print_votes_and_exit_codes() {
         assert_eq!(out.status.code(), Some(0), "{line}: {stderr}");
         assert!(stdout.contains(word), "{line}:\n{stdout}");
         assert!(
-            stdout.contains("default-approval 0.1.0 (sha256:"),
+            stdout.contains("default-approval 0.1.0 (builtin:default-approval, sha256:"),
             "{stdout}"
         );
     }
@@ -952,4 +953,179 @@ fn policy_commands_print_votes_and_exit_codes() {
         let out = home.run(bad, "");
         assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out).1);
     }
+}
+
+/// The one cached artefact (`.cwasm`) in a cache directory whose name starts with `sha`.
+fn cached_artefact(cache: &Path, sha: &str) -> PathBuf {
+    std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with(sha) && name.ends_with(".cwasm")
+        })
+        .unwrap_or_else(|| panic!("no cached artefact for {sha} in {}", cache.display()))
+}
+
+#[tokio::test]
+async fn a_tampered_plugin_cache_is_compiled_again_never_loaded() {
+    let cache = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let genuine = vec![builtin("default-approval", "{}")];
+    let load = |plugins: Vec<eagle::profile::PluginSpec>, dir: &Path| {
+        let dir = dir.to_path_buf();
+        async move {
+            PolicyHost::load(&settings(Path::new("."), plugins), Some(dir))
+                .await
+                .unwrap()
+        }
+    };
+    let first = load(genuine.clone(), cache.path()).await;
+    let sha = first.plugins()[0].identity.sha256.clone();
+    assert_eq!(
+        load(genuine.clone(), cache.path()).await.plugins()[0].state,
+        "ready (cached)"
+    );
+    let artefact = cached_artefact(cache.path(), &sha);
+
+    // Swapped: an approve-everything plugin's artefact under the default's name.
+    let impostor = load(
+        vec![file(&fixture("impostor"), PluginLimits::default())],
+        other.path(),
+    )
+    .await;
+    let impostor_artefact = cached_artefact(other.path(), &impostor.plugins()[0].identity.sha256);
+    std::fs::copy(&impostor_artefact, &artefact).unwrap();
+    let host = load(genuine.clone(), cache.path()).await;
+    assert_eq!(
+        host.plugins()[0].state,
+        "ready",
+        "a swapped artefact was loaded"
+    );
+    let merge = host
+        .decide(&request(RequestKind::Request, "merge_pr"))
+        .await;
+    assert_eq!(merge.outcome, Outcome::Escalate, "the impostor's code ran");
+
+    // Truncated: compiled again, too.
+    let bytes = std::fs::read(&artefact).unwrap();
+    std::fs::write(&artefact, &bytes[..bytes.len() / 2]).unwrap();
+    assert_eq!(
+        load(genuine.clone(), cache.path()).await.plugins()[0].state,
+        "ready"
+    );
+    assert_eq!(
+        load(genuine.clone(), cache.path()).await.plugins()[0].state,
+        "ready (cached)"
+    );
+
+    // A cache directory open to others is private again before it is used.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    load(genuine, cache.path()).await;
+    let mode = std::fs::metadata(cache.path())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700);
+}
+
+#[tokio::test]
+async fn a_deleted_plugin_votes_missing_not_its_old_code() {
+    let plugins = tempfile::tempdir().unwrap();
+    let path = plugins.path().join("probe.wasm");
+    std::fs::copy(fixture("reload-v1"), &path).unwrap();
+    let host = PolicyHost::load(
+        &settings(
+            plugins.path(),
+            vec![file(Path::new("probe.wasm"), PluginLimits::default())],
+        ),
+        Some(shared_plugin_cache()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        host.decide(&request(RequestKind::Request, "x"))
+            .await
+            .outcome,
+        Outcome::Approve
+    );
+    std::fs::remove_file(&path).unwrap();
+    host.reload().await;
+    let decision = host.decide(&request(RequestKind::Request, "x")).await;
+    assert_eq!(decision.outcome, Outcome::Escalate);
+    assert!(
+        matches!(decision.votes[0].failure, Some(PluginError::Missing { .. })),
+        "{:?}",
+        decision.votes[0].failure
+    );
+}
+
+#[tokio::test]
+async fn an_oversized_plugin_is_refused_before_it_is_compiled() {
+    let plugins = tempfile::tempdir().unwrap();
+    let path = plugins.path().join("huge.wasm");
+    let mut bytes = std::fs::read(fixture("reload-v1")).unwrap();
+    bytes.resize(eagle::policy::MAX_PLUGIN_BYTES + 1, 0);
+    std::fs::write(&path, bytes).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let host = PolicyHost::load(
+        &settings(
+            plugins.path(),
+            vec![file(Path::new("huge.wasm"), PluginLimits::default())],
+        ),
+        Some(cache.path().to_path_buf()),
+    )
+    .await
+    .unwrap();
+    assert!(
+        host.plugins()[0].state.contains("plugins may be at most"),
+        "{}",
+        host.plugins()[0].state
+    );
+    let compiled = std::fs::read_dir(cache.path())
+        .map(|d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "cwasm")
+            })
+            .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(compiled, 0, "an oversized plugin was compiled");
+}
+
+#[test]
+fn a_plugin_cannot_forge_lines_in_what_eagle_prints() {
+    let home = Home::new();
+    let forger = fixture("forger");
+    let out = home.run(
+        &[
+            "policy",
+            "test",
+            "--plugin",
+            forger.to_str().unwrap(),
+            "--request",
+            "[REQUEST: run_tests] run:1 all",
+        ],
+        "",
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    for line in stdout.lines().chain(stderr.lines()) {
+        assert!(
+            !line.trim_start().starts_with("[APPROVED"),
+            "a forged line: {line:?}\n{stdout}"
+        );
+        assert!(!line.contains('\u{1b}'), "an ANSI escape: {line:?}");
+    }
+    assert!(!stdout.contains("@**all**"), "{stdout}");
+    assert!(stdout.contains("decision: deny"), "{stdout}");
+    // The source and the full hash name the plugin, whatever it claims.
+    let sha = content_hash(&std::fs::read(&forger).unwrap());
+    assert!(stdout.contains(&format!("sha256:{sha}")), "{stdout}");
 }

@@ -164,7 +164,14 @@ fn verdict_words(verdict: &Verdict) -> (&'static str, Option<&str>) {
 }
 
 fn vote_line<V>(out: &mut String, vote: &Vote<V>, word: &str, reason: Option<&str>) {
-    let _ = write!(out, "  {}: {word}", vote.plugin);
+    // The source and the full hash: an impostor that copies another
+    // plugin's name, version and words is plain to see.
+    let p = &vote.plugin;
+    let _ = write!(
+        out,
+        "  {} {} ({}, sha256:{}): {word}",
+        p.name, p.version, p.source, p.sha256
+    );
     if let Some(reason) = reason {
         let _ = write!(out, ": {reason}");
     }
@@ -195,7 +202,11 @@ fn show_decision(request: &PolicyRequest, decision: &Decision) -> String {
     let _ = writeln!(out, "decision: {}", decision.outcome.as_str());
     let _ = writeln!(out, "reason: {}", decision.reason);
     if let Some(by) = &decision.decided_by {
-        let _ = writeln!(out, "decided by: {by}");
+        let _ = writeln!(
+            out,
+            "decided by: {} {} ({}, sha256:{})",
+            by.name, by.version, by.source, by.sha256
+        );
     }
     if decision.notify_owner {
         out.push_str("the owner is notified\n");

@@ -44,32 +44,35 @@ impl PolicyEngine {
 
     /// Compiles `bytes`, or loads the artefact compiled earlier for the same
     /// content and engine from `cache_dir`. The cache lives in the profile's
-    /// data directory, never beside the plugins: it is native code, and
-    /// only Eagle writes it.
+    /// data directory, never beside the plugins: it is native code. It is
+    /// trusted only if it is private to Eagle's user, and an artefact only
+    /// if its keyed hash (over the source's hash, the engine and the
+    /// artefact's bytes) matches: a truncated or swapped file is compiled
+    /// again, never loaded.
     pub fn compile(
         &self,
         bytes: &[u8],
         sha256: &str,
         cache_dir: Option<&Path>,
     ) -> anyhow::Result<(Component, CompileSource)> {
-        let cached = cache_dir.map(|dir| dir.join(format!("{sha256}-{}.cwasm", self.engine_key)));
-        if let Some(path) = cached.as_deref().filter(|p| p.is_file()) {
-            // SAFETY: the file is in Eagle's own cache directory and was
-            // written by `Component::serialize` of an engine with the same
-            // compatibility hash (part of the file name). wasmtime still
-            // checks the header and refuses an incompatible artefact.
-            match unsafe { Component::deserialize_file(&self.engine, path) } {
-                Ok(component) => return Ok((component, CompileSource::Cache)),
-                Err(error) => {
-                    tracing::warn!(path = %path.display(), %error, "ignoring an unusable cached plugin")
-                }
+        let cache = cache_dir.and_then(|dir| match Cache::open(dir) {
+            Ok(cache) => Some(cache),
+            Err(error) => {
+                tracing::warn!(dir = %dir.display(), %error, "not using the compiled-plugin cache");
+                None
             }
+        });
+        let name = format!("{sha256}-{}", self.engine_key);
+        if let Some(cache) = &cache
+            && let Some(component) = cache.load(&self.engine, &name)
+        {
+            return Ok((component, CompileSource::Cache));
         }
         let component = Component::new(&self.engine, bytes)?;
-        if let Some(path) = cached
-            && let Err(error) = write_cache(&component, &path)
+        if let Some(cache) = &cache
+            && let Err(error) = cache.store(&component, &name)
         {
-            tracing::warn!(path = %path.display(), %error, "cannot cache a compiled plugin");
+            tracing::warn!(%error, "cannot cache a compiled plugin");
         }
         Ok((component, CompileSource::Compiled))
     }
@@ -82,15 +85,141 @@ pub enum CompileSource {
     Compiled,
 }
 
-fn write_cache(component: &Component, path: &PathBuf) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent() {
+/// The largest compiled artefact read back from the cache.
+const MAX_ARTEFACT_BYTES: u64 = 512 << 20;
+
+/// The compiled-plugin cache: a directory private to Eagle's user, with a
+/// key of its own (`.key`, made on first use) that authenticates every
+/// artefact in it.
+struct Cache {
+    dir: PathBuf,
+    key: Vec<u8>,
+}
+
+type Mac = hmac::Hmac<sha2::Sha256>;
+
+impl Cache {
+    fn open(dir: &Path) -> anyhow::Result<Cache> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
         std::fs::create_dir_all(dir)?;
+        let meta = std::fs::symlink_metadata(dir)?;
+        // SAFETY: geteuid cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if !meta.is_dir() || meta.uid() != me {
+            anyhow::bail!("it is not a directory owned by Eagle's user (uid {me})");
+        }
+        if meta.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        let key_path = dir.join(".key");
+        let key = match std::fs::symlink_metadata(&key_path) {
+            Ok(meta) => {
+                if !meta.is_file() || meta.uid() != me || meta.permissions().mode() & 0o077 != 0 {
+                    anyhow::bail!(
+                        "its key {} is not a file private to Eagle's user",
+                        key_path.display()
+                    );
+                }
+                std::fs::read(&key_path)?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut key = vec![0u8; 32];
+                std::fs::File::open("/dev/urandom")
+                    .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key))?;
+                let mut file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&key_path)?;
+                std::io::Write::write_all(&mut file, &key)?;
+                key
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if key.len() < 32 {
+            anyhow::bail!("its key {} is too short", key_path.display());
+        }
+        Ok(Cache {
+            dir: dir.to_path_buf(),
+            key,
+        })
     }
-    let bytes = component.serialize()?;
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+
+    fn mac(&self, name: &str, artefact: &[u8]) -> Mac {
+        use hmac::Mac as _;
+        let mut mac =
+            <Mac as hmac::KeyInit>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        mac.update(&(name.len() as u64).to_le_bytes());
+        mac.update(name.as_bytes());
+        mac.update(artefact);
+        mac
+    }
+
+    /// The artefact named `name`, if its bytes are the ones this cache wrote.
+    fn load(&self, engine: &Engine, name: &str) -> Option<Component> {
+        use hmac::Mac as _;
+        let path = self.dir.join(format!("{name}.cwasm"));
+        let tag_path = self.dir.join(format!("{name}.mac"));
+        let bytes = {
+            let file = std::fs::File::open(&path).ok()?;
+            let len = file.metadata().ok()?.len();
+            if len > MAX_ARTEFACT_BYTES {
+                return None;
+            }
+            let mut bytes = Vec::with_capacity(len as usize);
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(file, MAX_ARTEFACT_BYTES),
+                &mut bytes,
+            )
+            .ok()?;
+            bytes
+        };
+        let tag = std::fs::read_to_string(&tag_path).unwrap_or_default();
+        let tag = decode_hex(tag.trim());
+        // The bytes checked are the bytes loaded: nothing is read twice.
+        let genuine = tag.is_some_and(|tag| self.mac(name, &bytes).verify_slice(&tag).is_ok());
+        if !genuine {
+            tracing::warn!(path = %path.display(), "a cached plugin does not match its record; compiling it again");
+            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(&tag_path);
+            return None;
+        }
+        // SAFETY: deserialising is loading native code. These bytes were
+        // written by `Component::serialize` of this cache (their keyed hash,
+        // made with a key only Eagle's user can read, matches), for an
+        // engine with the same compatibility hash (part of the name);
+        // wasmtime still checks the header.
+        match unsafe { Component::deserialize(engine, &bytes) } {
+            Ok(component) => Some(component),
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "ignoring an unusable cached plugin");
+                None
+            }
+        }
+    }
+
+    fn store(&self, component: &Component, name: &str) -> anyhow::Result<()> {
+        use hmac::Mac as _;
+        let bytes = component.serialize()?;
+        let tag = crate::policy::hex(&self.mac(name, &bytes).finalize().into_bytes());
+        let unique = format!("{}-{:016x}", std::process::id(), fastrand::u64(..));
+        for (suffix, content) in [("cwasm", bytes.as_slice()), ("mac", tag.as_bytes())] {
+            let tmp = self.dir.join(format!(".{name}.{suffix}.{unique}.tmp"));
+            std::fs::write(&tmp, content)?;
+            std::fs::rename(&tmp, self.dir.join(format!("{name}.{suffix}")))?;
+        }
+        Ok(())
+    }
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// Advances the epoch every tick until the engine's owner is gone.

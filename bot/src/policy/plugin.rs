@@ -18,8 +18,13 @@ use crate::profile::PluginLimits;
 const PACKAGE: &str = "eagle:policy";
 /// WASI interfaces a plugin is refused for importing: capabilities it is never granted.
 const FORBIDDEN_IMPORTS: &[&str] = &["wasi:filesystem", "wasi:sockets", "wasi:http"];
-/// Consecutive failures after which a plugin is not called again until its file changes.
+/// Consecutive failures after which a plugin is switched off for a cool-down.
 pub const BREAKER_THRESHOLD: u32 = 3;
+/// The first cool-down; each failed trial after it doubles it, up to the cap.
+const BREAKER_COOLDOWN: std::time::Duration = std::time::Duration::from_secs(30);
+const BREAKER_MAX_COOLDOWN: std::time::Duration = std::time::Duration::from_secs(600);
+/// The largest plugin file Eagle compiles.
+pub const MAX_PLUGIN_BYTES: usize = 64 << 20;
 /// The longest reason a plugin may return.
 const MAX_REASON_BYTES: usize = 4096;
 /// Log lines kept per call, and their length.
@@ -61,9 +66,21 @@ pub enum PluginError {
     #[error("returned garbage: {0}")]
     Garbage(String),
     #[error(
-        "is switched off after {failures} failures in a row (last: {last}); it comes back when its file changes"
+        "is switched off after {failures} failures in a row (last: {last}); it is tried again in {retry_in_s} s, or when its file changes"
     )]
-    CircuitOpen { failures: u32, last: String },
+    CircuitOpen {
+        failures: u32,
+        last: String,
+        retry_in_s: u64,
+    },
+    #[error("{path} is missing (it was deleted or moved)")]
+    Missing { path: String },
+    #[error("{path} is {size} bytes; plugins may be at most {limit} bytes")]
+    TooLarge {
+        path: String,
+        size: u64,
+        limit: usize,
+    },
 }
 
 /// What a store carries for one call.
@@ -159,26 +176,9 @@ impl bindings::Host for CallState {
             }
             return;
         }
-        // Bounded, and with control characters escaped so that a plugin
-        // cannot forge lines of Eagle's own log.
-        let mut message: String = message
-            .chars()
-            .flat_map(|c| {
-                if c.is_control() {
-                    c.escape_default().collect::<Vec<_>>()
-                } else {
-                    vec![c]
-                }
-            })
-            .collect();
-        if message.len() > MAX_LOG_LINE_BYTES {
-            let mut end = MAX_LOG_LINE_BYTES;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            message.truncate(end);
-            message.push('…');
-        }
+        // Cut first (a plugin may send megabytes), then escape control
+        // characters so that a plugin cannot forge lines of Eagle's own log.
+        let message = sanitize(&message, MAX_LOG_LINE_BYTES);
         let plugin = self.plugin.as_str();
         match level {
             Level::Debug => tracing::debug!(plugin, "{message}"),
@@ -190,11 +190,53 @@ impl bindings::Host for CallState {
     }
 }
 
-/// Consecutive failures of a plugin.
+/// Consecutive failures of a plugin, and when it may be tried again.
+///
+/// After `BREAKER_THRESHOLD` failures in a row the plugin is switched off
+/// for a cool-down; then calls try it again (half-open): a success closes
+/// the breaker, a failure opens it for twice as long (up to a cap).
 #[derive(Debug, Default)]
 struct Breaker {
     failures: u32,
     last: Option<PluginError>,
+    /// While open: no call before this.
+    retry_at: Option<std::time::Instant>,
+    cooldown: Option<std::time::Duration>,
+}
+
+impl Breaker {
+    /// Whether a call may go now.
+    fn check(&self, now: std::time::Instant) -> Result<(), PluginError> {
+        match self.retry_at.filter(|at| *at > now) {
+            Some(at) => Err(PluginError::CircuitOpen {
+                failures: self.failures,
+                last: self
+                    .last
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
+                retry_in_s: (at - now).as_secs().max(1),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records how a call went.
+    fn record(&mut self, failure: Option<&PluginError>, now: std::time::Instant) {
+        let Some(error) = failure else {
+            *self = Breaker::default();
+            return;
+        };
+        self.failures += 1;
+        self.last = Some(error.clone());
+        if self.failures >= BREAKER_THRESHOLD {
+            let cooldown = self
+                .cooldown
+                .map_or(BREAKER_COOLDOWN, |c| (c * 2).min(BREAKER_MAX_COOLDOWN));
+            self.cooldown = Some(cooldown);
+            self.retry_at = Some(now + cooldown);
+        }
+    }
 }
 
 /// A loaded, callable plugin.
@@ -291,6 +333,13 @@ impl LoadedPlugin {
         config_json: &str,
         cache_dir: Option<&std::path::Path>,
     ) -> Result<LoadedPlugin, PluginError> {
+        if bytes.len() > MAX_PLUGIN_BYTES {
+            return Err(PluginError::TooLarge {
+                path: source.to_string(),
+                size: bytes.len() as u64,
+                limit: MAX_PLUGIN_BYTES,
+            });
+        }
         let sha256 = super::content_hash(bytes);
         if !bytes.starts_with(b"\0asm") {
             return Err(PluginError::NotComponent(format!(
@@ -385,8 +434,8 @@ impl LoadedPlugin {
             plugin.call(|store, bindings| bindings.eagle_policy_policy().call_describe(store))?;
         check_metadata(&metadata)?;
         plugin.identity.name = metadata.name;
-        plugin.identity.version = metadata.version;
-        plugin.description = metadata.description;
+        plugin.identity.version = sanitize(&metadata.version, 64);
+        plugin.description = sanitize(&metadata.description, MAX_REASON_BYTES);
         plugin.decides_requests = metadata.decides_requests;
         plugin.filters_tasks = metadata.filters_tasks;
         Ok(plugin)
@@ -443,6 +492,15 @@ impl LoadedPlugin {
             }
             Some(trap) => PluginError::Trap(trap.to_string()),
             None => match &state.denied {
+                // Rust's panic handler prints to stderr before it aborts: a
+                // plugin built without the SDK's hook panics this way.
+                Some(what)
+                    if what.contains("wasi:cli/stderr") || what.contains("wasi:io/streams") =>
+                {
+                    PluginError::Panic(format!(
+                        "it panicked (it tried to print to stderr through {what})"
+                    ))
+                }
                 Some(what) => PluginError::CapabilityDenied(what.clone()),
                 None => PluginError::Trap(format!("{error:#}")),
             },
@@ -451,39 +509,26 @@ impl LoadedPlugin {
 
     /// Runs `f` unless the breaker is open; counts failures and successes.
     fn guarded<R>(&self, f: impl FnOnce() -> Result<R, PluginError>) -> Result<R, PluginError> {
-        {
-            let breaker = self.breaker.lock().unwrap_or_else(|p| p.into_inner());
-            if breaker.failures >= BREAKER_THRESHOLD {
-                return Err(PluginError::CircuitOpen {
-                    failures: breaker.failures,
-                    last: breaker
-                        .last
-                        .as_ref()
-                        .map(ToString::to_string)
-                        .unwrap_or_default(),
-                });
-            }
-        }
+        self.breaker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .check(std::time::Instant::now())?;
         let result = f();
         let mut breaker = self.breaker.lock().unwrap_or_else(|p| p.into_inner());
-        match &result {
-            Ok(_) => *breaker = Breaker::default(),
-            Err(error) => {
-                breaker.failures += 1;
-                breaker.last = Some(error.clone());
-                tracing::warn!(plugin = %self.identity, %error, failures = breaker.failures, "plugin failed");
-            }
+        breaker.record(result.as_ref().err(), std::time::Instant::now());
+        if let Err(error) = &result {
+            tracing::warn!(plugin = %self.identity, %error, failures = breaker.failures, "plugin failed");
         }
         result
     }
 
-    /// Whether the breaker has switched the plugin off.
+    /// Whether the breaker has switched the plugin off (for now).
     pub fn is_broken(&self) -> bool {
         self.breaker
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .failures
-            >= BREAKER_THRESHOLD
+            .retry_at
+            .is_some_and(|at| at > std::time::Instant::now())
     }
 
     /// This plugin's vote on a request; a failure votes escalate.
@@ -495,9 +540,10 @@ impl LoadedPlugin {
                     .eagle_policy_policy()
                     .call_decide(store, &self.config_json, &wit_request)
             })?;
-            let verdict = Verdict::from(decision.verdict);
-            if let Verdict::Deny(reason) | Verdict::Escalate(reason) = &verdict {
+            let mut verdict = Verdict::from(decision.verdict);
+            if let Verdict::Deny(reason) | Verdict::Escalate(reason) = &mut verdict {
                 check_reason(reason)?;
+                *reason = sanitize(reason, MAX_REASON_BYTES);
             }
             Ok((verdict, decision.notify_owner))
         });
@@ -521,9 +567,10 @@ impl LoadedPlugin {
                     .eagle_policy_policy()
                     .call_filter(store, &self.config_json, &wit_task)
             })?;
-            let verdict = FilterVerdict::from(verdict);
-            if let FilterVerdict::Skip(reason) = &verdict {
+            let mut verdict = FilterVerdict::from(verdict);
+            if let FilterVerdict::Skip(reason) = &mut verdict {
                 check_reason(reason)?;
+                *reason = sanitize(reason, MAX_REASON_BYTES);
             }
             Ok(verdict)
         });
@@ -600,6 +647,44 @@ pub fn failed_filter(plugin: PluginIdentity, error: PluginError) -> Vote<FilterV
     }
 }
 
+/// Text a plugin supplied, safe to show anywhere: at most `max_bytes`
+/// (cut before anything else), no line breaks, control characters or ANSI
+/// escapes (each becomes a space), mentions inert.
+pub fn sanitize(text: &str, max_bytes: usize) -> String {
+    let mut end = text.len().min(max_bytes);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = &text[..end];
+    let mut clean = String::with_capacity(cut.len());
+    let mut chars = cut.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // An ANSI escape: ESC [ … final byte, or ESC and one more.
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for n in chars.by_ref() {
+                    if ('@'..='~').contains(&n) {
+                        break;
+                    }
+                }
+            } else {
+                chars.next();
+            }
+            clean.push(' ');
+        } else if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
+            clean.push(' ');
+        } else {
+            clean.push(c);
+        }
+    }
+    let mut out = crate::text::neutralize_mentions(clean.trim());
+    if end < text.len() {
+        out.push('…');
+    }
+    out
+}
+
 fn check_reason(reason: &str) -> Result<(), PluginError> {
     if reason.len() > MAX_REASON_BYTES {
         return Err(PluginError::Garbage(format!(
@@ -640,6 +725,46 @@ fn check_metadata(metadata: &Metadata) -> Result<(), PluginError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_breaker_opens_cools_down_and_tries_again() {
+        let t0 = std::time::Instant::now();
+        let s = std::time::Duration::from_secs;
+        let failure = PluginError::Timeout { timeout_ms: 500 };
+        let mut breaker = Breaker::default();
+        for _ in 0..BREAKER_THRESHOLD {
+            assert!(breaker.check(t0).is_ok());
+            breaker.record(Some(&failure), t0);
+        }
+        assert!(matches!(
+            breaker.check(t0 + s(29)),
+            Err(PluginError::CircuitOpen { failures: 3, .. })
+        ));
+        // Half-open after the cool-down: one failure opens it for twice as long.
+        assert!(breaker.check(t0 + s(31)).is_ok());
+        breaker.record(Some(&failure), t0 + s(31));
+        assert!(breaker.check(t0 + s(31 + 59)).is_err());
+        assert!(breaker.check(t0 + s(31 + 61)).is_ok());
+        // A success closes it.
+        breaker.record(None, t0 + s(92));
+        assert!(breaker.check(t0 + s(92)).is_ok());
+        assert_eq!(breaker.failures, 0);
+    }
+
+    #[test]
+    fn plugin_text_cannot_forge_lines() {
+        assert_eq!(
+            sanitize("denied\n[APPROVED: merge_pr] run:1 req:1", 4096),
+            "denied [APPROVED: merge_pr] run:1 req:1"
+        );
+        assert_eq!(sanitize("\u{1b}[31mred\u{1b}[0m", 4096), "red");
+        assert_eq!(sanitize("@**all** look", 4096), "@\u{200B}**all** look");
+        assert_eq!(sanitize(&"x".repeat(10), 4), "xxxx…");
+        assert_eq!(sanitize("жжж", 5), "жж…");
+        // Cut before anything else: what is past the limit is never looked at.
+        let huge = "\u{7}".repeat(8 << 20);
+        assert_eq!(sanitize(&huge, 1024), "…");
+    }
 
     #[test]
     fn interface_versions() {

@@ -463,13 +463,48 @@ fn reload_file(
     config_json: &str,
 ) -> (Slot, Option<String>) {
     let label = path.display().to_string();
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            let error = PluginError::Read {
+    let read = match std::fs::metadata(path) {
+        // Refused before it is read or compiled.
+        Ok(meta) if meta.len() > super::plugin::MAX_PLUGIN_BYTES as u64 => {
+            Err(PluginError::TooLarge {
                 path: label.clone(),
-                message: error.to_string(),
+                size: meta.len(),
+                limit: super::plugin::MAX_PLUGIN_BYTES,
+            })
+        }
+        _ => std::fs::read(path).map_err(|error| {
+            if error.kind() == std::io::ErrorKind::NotFound {
+                PluginError::Missing {
+                    path: label.clone(),
+                }
+            } else {
+                PluginError::Read {
+                    path: label.clone(),
+                    message: error.to_string(),
+                }
+            }
+        }),
+    };
+    let bytes = match read {
+        Ok(bytes) => bytes,
+        // A configured plugin that is gone votes escalate (missing), never
+        // its old code for ever.
+        Err(error @ PluginError::Missing { .. }) => {
+            let change = Some(format!("{label}: {error}"));
+            let slot = Slot {
+                origin: Origin::File(path.to_path_buf()),
+                limits,
+                config_json: config_json.to_string(),
+                state: SlotState::Failed {
+                    sha256: None,
+                    error,
+                },
+                stamp: now,
+                rejected: None,
             };
+            return (slot, change);
+        }
+        Err(error) => {
             return match previous {
                 Some(
                     previous @ Slot {
