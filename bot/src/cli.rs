@@ -217,8 +217,8 @@ pub fn run_worker_side(cli: Cli, env: BTreeMap<String, String>) -> ExitCode {
 /// other processes of its own user (a worker running as Eagle's user cannot
 /// read `/proc/<eagle>/environ`).
 fn harden() {
-    crate::runner::host::private_umask();
-    if let Err(error) = crate::runner::host::make_non_dumpable() {
+    crate::host::private_umask();
+    if let Err(error) = crate::host::make_non_dumpable() {
         tracing::warn!(%error, "cannot make the process non-dumpable");
     }
 }
@@ -581,6 +581,14 @@ async fn check(profile: &Profile, env: &BTreeMap<String, String>) -> anyhow::Res
         store.url(),
         store.applied_migrations().await?
     );
+    let week = std::time::Duration::from_secs(7 * 24 * 3600);
+    match store.given_up(&profile.name, week).await? {
+        (0, _) => println!("ok    outbox: nothing given up in the last 7 days"),
+        (n, last) => println!(
+            "WARN  outbox: {n} message(s) could not be delivered in the last 7 days and were given up (the last: {})",
+            last.as_deref().unwrap_or("no error recorded")
+        ),
+    }
     store.close().await;
     let mut local_ok = true;
     for (severity, text) in crate::runner::checks(profile) {

@@ -1,4 +1,4 @@
-//! The operating system as the runner sees it: who this host is, whether a
+//! The operating system as Eagle sees it (the runner, leases, hardening): who this host is, whether a
 //! process is still the one that was started, process groups, and users.
 //!
 //! Linux only (`/proc`, `pidfd_open`, `prctl`), like the rest of the runner.

@@ -9,6 +9,7 @@ pub mod chat;
 pub mod cli;
 pub mod commands;
 pub mod decisions;
+pub mod host;
 pub mod logging;
 pub mod mirror;
 pub mod policy;

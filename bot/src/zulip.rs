@@ -52,19 +52,25 @@ pub enum Error {
     /// Connection refused, reset, DNS, TLS.
     #[error("cannot reach the server: {0}")]
     Transport(String),
+    /// Not sent: this instance no longer holds the outbox lease (another
+    /// instance delivers now).
+    #[error("not sent: another instance took over the deliveries")]
+    LeaseLost,
 }
 
 impl Error {
     /// Worth trying again later (after a backoff or the server's `Retry-After`).
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
+        match self {
             Error::RateLimited { .. }
-                | Error::Server { .. }
-                | Error::NotJson { .. }
-                | Error::Timeout
-                | Error::Transport(_)
-        )
+            | Error::Server { .. }
+            | Error::Timeout
+            | Error::Transport(_) => true,
+            // A proxy's HTML page: a 2xx or 5xx may pass, a 4xx says this
+            // request will never be taken (too large, forbidden by a filter).
+            Error::NotJson { status, .. } => !(400..500).contains(status),
+            _ => false,
+        }
     }
 
     /// The code of an API error, if it is one.

@@ -80,3 +80,7 @@ CREATE TABLE run_notices (
     posted_at           TEXT
 );
 CREATE INDEX run_notices_unposted ON run_notices (posted_at);
+
+-- Pruning handled messages and delivered replies after the retention.
+CREATE INDEX processed_messages_at ON processed_messages (processed_at);
+CREATE INDEX outbox_done ON outbox (delivered_at, gave_up_at);

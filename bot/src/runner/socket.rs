@@ -54,9 +54,9 @@ pub(super) fn bind(path: &Path, shared: &Shared) -> std::io::Result<UnixListener
         Err(e) => return Err(e),
     }
     let listener = UnixListener::bind(path)?;
-    super::host::chmod(path, 0o600)?;
+    crate::host::chmod(path, 0o600)?;
     if let Some(user) = &shared.worker_user {
-        super::host::chown(path, user)?;
+        crate::host::chown(path, user)?;
     }
     Ok(listener)
 }

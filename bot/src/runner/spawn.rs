@@ -21,9 +21,9 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use super::host::{self, UnixUser};
 use super::wire::{ENV_RUN, ENV_SOCKET, ENV_TOKEN};
 use super::{PromptKind, Shared};
+use crate::host::{self, UnixUser};
 use crate::profile::WorkerKind;
 use crate::store::{Run, Task};
 

@@ -15,7 +15,8 @@ use tokio_util::sync::CancellationToken;
 use super::output::{Event, LogLine, LogReader, events};
 use super::socket::SocketCtx;
 use super::spawn::{self, Launch, RunDir};
-use super::{PromptKind, Shared, host};
+use super::{PromptKind, Shared};
+use crate::host;
 use crate::profile::{KindLimits, WorkerKind};
 use crate::protocol::{Line, Tag};
 use crate::store::{

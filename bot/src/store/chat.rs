@@ -378,6 +378,50 @@ impl Store {
         .op("counting the outbox")
     }
 
+    /// Right before a delivery: renews the outbox lease `lease` of `owner`
+    /// for `ttl` (only if it still holds it, unexpired, by the database's
+    /// clock) and records the attempt, in one transaction. False: the lease
+    /// is lost, and the delivery must not be sent.
+    pub async fn outbox_attempting_under_lease(
+        &self,
+        id: i64,
+        lease: &str,
+        owner: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
+        let now = tx.clock().await?;
+        let until = now + super::runs::delta(ttl);
+        let held = on_tx!(tx, conn => {
+            sqlx::query("UPDATE leases SET expires_at = $3 WHERE name = $1 AND owner = $2 AND expires_at > $4")
+                .bind(lease)
+                .bind(owner)
+                .bind(until)
+                .bind(now)
+                .execute(conn)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .op("renewing the outbox lease")?;
+        if held == 0 {
+            return Ok(false);
+        }
+        let attempted = on_tx!(tx, conn => {
+            sqlx::query(
+                "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = $2 \
+                 WHERE id = $1 AND delivered_at IS NULL AND gave_up_at IS NULL",
+            )
+            .bind(id)
+            .bind(now)
+            .execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("recording a delivery attempt")?;
+        tx.commit().await?;
+        Ok(attempted == 1)
+    }
+
     /// Notes that a delivery is about to be attempted, so that after a crash
     /// the sender knows it may have reached the server.
     pub async fn outbox_attempting(&self, id: i64) -> Result<()> {
@@ -410,10 +454,15 @@ impl Store {
         Ok(())
     }
 
-    /// Records a failed delivery and when to try again.
+    /// Records a failed delivery and when to try again. (A reaction's
+    /// attempts are counted here; a message's before it is sent.)
     pub async fn outbox_failed(&self, id: i64, error: &str, retry_at: DateTime<Utc>) -> Result<()> {
         on_pool!(self, pool => {
-            sqlx::query("UPDATE outbox SET last_error = $2, next_attempt_at = $3 WHERE id = $1")
+            sqlx::query(
+                "UPDATE outbox SET last_error = $2, next_attempt_at = $3, \
+                 attempts = attempts + CASE WHEN kind IN ('reaction_add', 'reaction_remove') THEN 1 ELSE 0 END \
+                 WHERE id = $1 AND delivered_at IS NULL",
+            )
                 .bind(id)
                 .bind(error)
                 .bind(retry_at)
@@ -430,7 +479,7 @@ impl Store {
     pub async fn outbox_gave_up(&self, id: i64, error: &str) -> Result<()> {
         let now = super::now();
         on_pool!(self, pool => {
-            sqlx::query("UPDATE outbox SET last_error = $2, gave_up_at = $3 WHERE id = $1")
+            sqlx::query("UPDATE outbox SET last_error = $2, gave_up_at = $3 WHERE id = $1 AND delivered_at IS NULL")
                 .bind(id)
                 .bind(error)
                 .bind(now)
@@ -440,6 +489,57 @@ impl Store {
         })
         .op("recording a refused delivery")?;
         Ok(())
+    }
+
+    /// Forgets an identity's handled messages and finished outbox entries
+    /// older than `keep`. Returns how many rows went.
+    pub async fn prune(&self, identity: &str, keep: std::time::Duration) -> Result<u64> {
+        let before = super::now() - super::runs::delta(keep);
+        let processed = on_pool!(self, pool => {
+            sqlx::query("DELETE FROM processed_messages WHERE identity = $1 AND processed_at < $2")
+                .bind(identity)
+                .bind(before)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .op("pruning handled messages")?;
+        let outbox = on_pool!(self, pool => {
+            sqlx::query(
+                "DELETE FROM outbox WHERE identity = $1 AND \
+                 ((delivered_at IS NOT NULL AND delivered_at < $2) OR (gave_up_at IS NOT NULL AND gave_up_at < $2))",
+            )
+            .bind(identity)
+            .bind(before)
+            .execute(pool)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("pruning the outbox")?;
+        Ok(processed + outbox)
+    }
+
+    /// Messages (not reactions, which are dropped under rate pressure on
+    /// purpose) of an identity given up in the last `within`, with the last
+    /// error of the newest.
+    pub async fn given_up(
+        &self,
+        identity: &str,
+        within: std::time::Duration,
+    ) -> Result<(i64, Option<String>)> {
+        let since = super::now() - super::runs::delta(within);
+        let rows: Vec<(Option<String>,)> = on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT last_error FROM outbox WHERE identity = $1 AND gave_up_at >= $2 \
+                 AND kind IN ('message', 'edit') ORDER BY id DESC",
+            )
+            .bind(identity)
+            .bind(since)
+            .fetch_all(pool)
+            .await
+        })
+        .op("counting given-up deliveries")?;
+        Ok((rows.len() as i64, rows.first().and_then(|r| r.0.clone())))
     }
 
     /// The soonest time an undelivered entry of an identity is due, if any.

@@ -13,14 +13,22 @@ use super::sender::OutboxSender;
 use crate::profile::{Profile, ZulipCredentials};
 use crate::store::Store;
 
-/// What a refused login means, for the person reading the error.
+/// What a refusal that retrying cannot fix means, for the person reading it.
 fn unauthorized(profile: &Profile, creds: &ZulipCredentials, error: &Error) -> anyhow::Error {
-    anyhow::anyhow!(
-        "profile {}: {error}; check the key in {} (or ZULIP_API_KEY), and that the bot {} is active",
-        profile.name,
-        creds.source,
-        creds.email
-    )
+    match error {
+        Error::Unauthorized { .. } => anyhow::anyhow!(
+            "profile {}: {error}; check the key in {} (or ZULIP_API_KEY), and that the bot {} is active",
+            profile.name,
+            creds.source,
+            creds.email
+        ),
+        _ => anyhow::anyhow!(
+            "profile {}: the server keeps refusing a request: {error}; check the profile's settings \
+             (channels, all_public_streams) against what the bot {} may do",
+            profile.name,
+            creds.email
+        ),
+    }
 }
 
 /// Runs one identity until `shutdown`: the event loop and the outbox sender.
@@ -62,9 +70,10 @@ pub async fn run(
         store: store.clone(),
         identity: profile.name.clone(),
         me: me.user_id,
-        instance: super::sender::instance_name(&hostname(), std::process::id()),
+        instance: crate::host::instance_name(),
         wake: Arc::clone(&wake),
         renewed: std::sync::Mutex::new(None),
+        retention: profile.zulip.retention,
     };
     // The sender outlives the listener: on shutdown it flushes what the
     // listener's last messages left in the outbox.
@@ -96,12 +105,6 @@ pub async fn run(
         Ok(Ok(())) => Ok(()),
         Err(join) => bail!("profile {}: the outbox sender failed: {join}", profile.name),
     }
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "host".into())
 }
 
 /// How Eagle @-mentions the profile's owner on this server: `@**Name|id**`,

@@ -208,8 +208,26 @@ impl Client {
         Ok(())
     }
 
+    /// Requests left in the current rate-limit window, if known.
+    pub fn budget_left(&self) -> Option<u64> {
+        self.api.remaining(unix_now())
+    }
+
     /// Posts a message; returns its id.
     pub async fn send(&self, to: &Destination, content: &str) -> Result<i64, Error> {
+        self.send_gated(to, content, async || Ok(())).await
+    }
+
+    /// Posts a message, calling `gate` right before the request goes out
+    /// (after any wait for the rate limit): the request is sent only if the
+    /// gate says yes. The outbox sender records the attempt there, under
+    /// its lease, so that no other instance can send the same reply.
+    pub async fn send_gated(
+        &self,
+        to: &Destination,
+        content: &str,
+        gate: impl AsyncFnOnce() -> Result<(), Error>,
+    ) -> Result<i64, Error> {
         let form = match to {
             // The name goes as a JSON string: a channel named "123" is not channel 123.
             Destination::Channel { channel, topic } => vec![
@@ -225,12 +243,13 @@ impl Client {
             ],
         };
         let sent: Sent = self
-            .call(
+            .call_gated(
                 Method::POST,
                 "messages",
                 &form,
                 Bucket::Api,
                 REQUEST_TIMEOUT,
+                gate,
             )
             .await?;
         Ok(sent.id)
@@ -310,16 +329,23 @@ impl Client {
         }
     }
 
-    /// Replaces the content of one of the bot's messages.
-    pub async fn edit(&self, message_id: i64, content: &str) -> Result<(), Error> {
+    /// Replaces the content of one of the bot's messages (after `gate`, as
+    /// in [`Client::send_gated`]).
+    pub async fn edit_gated(
+        &self,
+        message_id: i64,
+        content: &str,
+        gate: impl AsyncFnOnce() -> Result<(), Error>,
+    ) -> Result<(), Error> {
         let path = format!("messages/{message_id}");
         let _: serde_json::Value = self
-            .call(
+            .call_gated(
                 Method::PATCH,
                 &path,
                 &[("content", content.into())],
                 Bucket::Api,
                 REQUEST_TIMEOUT,
+                gate,
             )
             .await?;
         Ok(())
@@ -333,11 +359,25 @@ impl Client {
         bucket: Bucket,
         timeout: Duration,
     ) -> Result<T, Error> {
+        self.call_gated(method, path, params, bucket, timeout, async || Ok(()))
+            .await
+    }
+
+    async fn call_gated<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        params: &[(&str, String)],
+        bucket: Bucket,
+        timeout: Duration,
+        gate: impl AsyncFnOnce() -> Result<(), Error>,
+    ) -> Result<T, Error> {
         let pacer = match bucket {
             Bucket::Api => &self.api,
             Bucket::Events => &self.events,
         };
         pacer.ready().await;
+        gate().await?;
         let url = self
             .base
             .join(path)

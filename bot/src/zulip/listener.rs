@@ -49,6 +49,12 @@ pub(crate) struct Listener<'a> {
     pub known: HashMap<i64, bool>,
     /// The newest message passed over without a transaction; saved in batches.
     pending_bookmark: Option<i64>,
+    /// Each sender's messages per minute.
+    limiter: crate::chat::SenderLimiter,
+    /// The channels the bot is subscribed to (folded name → private), and
+    /// when they were last read.
+    channels: HashMap<String, bool>,
+    channels_read: Option<std::time::Instant>,
     max_message_chars: usize,
 }
 
@@ -73,6 +79,9 @@ impl<'a> Listener<'a> {
             outbox,
             known: HashMap::new(),
             pending_bookmark: None,
+            limiter: crate::chat::SenderLimiter::new(profile.chat.sender_rate),
+            channels: HashMap::new(),
+            channels_read: None,
             max_message_chars: DEFAULT_MAX_MESSAGE,
         }
     }
@@ -100,9 +109,10 @@ impl<'a> Listener<'a> {
             self.max_message_chars = registration
                 .max_message_length
                 .unwrap_or(DEFAULT_MAX_MESSAGE);
+            // Whatever the server says, a poll waits a sane time (no overflow).
             let longpoll = registration
                 .event_queue_longpoll_timeout_seconds
-                .map(Duration::from_secs)
+                .map(|s| Duration::from_secs(s.clamp(1, 600)))
                 .unwrap_or(DEFAULT_LONGPOLL);
             let poll_timeout = longpoll + (longpoll / 10).max(Duration::from_secs(5));
             let queue_id = registration.queue_id.clone();
@@ -123,6 +133,7 @@ impl<'a> Listener<'a> {
             }
             let mut last_event_id = registration.last_event_id;
             let mut dont_block = false;
+            let mut polled_once = false;
             loop {
                 let polled = tokio::select! {
                     _ = shutdown.cancelled() => {
@@ -135,6 +146,7 @@ impl<'a> Listener<'a> {
                 match polled {
                     Ok(events) => {
                         backoff.succeeded();
+                        polled_once = true;
                         dont_block = false;
                         for event in events {
                             last_event_id = last_event_id.max(event.id());
@@ -150,6 +162,11 @@ impl<'a> Listener<'a> {
                     Err(Error::BadEventQueue) => {
                         tracing::info!(profile = %self.profile.name, "the event queue expired; registering a new one");
                         self.flush_bookmark().await;
+                        // A queue refused before it ever answered: the server
+                        // is in trouble; do not register again in a tight loop.
+                        if !polled_once && !pause(shutdown, backoff.failed()).await {
+                            return Ok(());
+                        }
                         continue 'register;
                     }
                     // A long poll that times out is normal: poll again at once.
@@ -309,20 +326,56 @@ impl<'a> Listener<'a> {
         );
     }
 
-    /// Whether a sender is a bot, asked of the server once per sender.
-    async fn is_bot(&mut self, user_id: i64) -> bool {
-        if let Some(known) = self.known.get(&user_id) {
-            return *known;
+    /// Whether a channel is private (what is captured there stays there).
+    /// The subscriptions are read again, at most once a minute, for a
+    /// channel not seen yet; unknown means public (a channel the bot is not
+    /// subscribed to, seen through `all_public_streams`).
+    async fn channel_is_private(&mut self, channel: &str) -> bool {
+        let key = crate::text::fold_key(channel);
+        if let Some(private) = self.channels.get(&key) {
+            return *private;
         }
-        match self.client.user(user_id).await {
-            Ok(user) => {
-                self.known.insert(user_id, user.is_bot);
-                user.is_bot
+        let stale = self
+            .channels_read
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(60));
+        if stale {
+            self.channels_read = Some(std::time::Instant::now());
+            match self.client.subscriptions().await {
+                Ok(subscriptions) => {
+                    self.channels = subscriptions
+                        .into_iter()
+                        .map(|s| (crate::text::fold_key(&s.name), s.invite_only))
+                        .collect();
+                }
+                Err(error) => tracing::warn!(%error, "cannot read the bot's subscriptions"),
             }
+        }
+        self.channels.get(&key).copied().unwrap_or(false)
+    }
+
+    /// Whether a sender is a bot, asked of the server once per sender. The
+    /// question is asked again until it is answered: a bot's message must
+    /// never count as a person's. `None` on shutdown.
+    async fn is_bot(&mut self, user_id: i64, shutdown: &CancellationToken) -> Option<bool> {
+        if let Some(known) = self.known.get(&user_id) {
+            return Some(*known);
+        }
+        let mut backoff = Backoff::new();
+        let client = self.client;
+        let user = retrying(shutdown, &mut backoff, InFlight::Abandon, || {
+            client.user(user_id)
+        })
+        .await;
+        match user {
+            Ok(Some(user)) => {
+                self.known.insert(user_id, user.is_bot);
+                Some(user.is_bot)
+            }
+            Ok(None) => None,
             Err(error) => {
-                // Not cached: asked again next time.
-                tracing::warn!(%error, user_id, "cannot tell whether a sender is a bot; treating it as a person");
-                false
+                // A sender the server will not describe is not acted on.
+                tracing::warn!(%error, user_id, "cannot tell whether a sender is a bot; skipping the message");
+                Some(true)
             }
         }
     }
@@ -390,7 +443,10 @@ impl<'a> Listener<'a> {
             },
         };
         // Asked of the server once per sender, so after the cheap filters.
-        if self.is_bot(message.sender_id).await {
+        let Some(is_bot) = self.is_bot(message.sender_id, shutdown).await else {
+            return false;
+        };
+        if is_bot {
             tracing::debug!("ignoring another bot");
             self.pass_over(message.id);
             return true;
@@ -400,6 +456,10 @@ impl<'a> Listener<'a> {
         // non-subscribers carry no flags at all: then the text decides.
         let direct = crate::commands::mentions_bot(&message.content, &self.bot);
         let mentioned = direct && (flags.is_empty() || flags.iter().any(|f| f == "mentioned"));
+        let private = match &place {
+            Place::Direct { .. } => true,
+            Place::Channel { channel, .. } => self.channel_is_private(&channel.clone()).await,
+        };
         let timestamp: DateTime<Utc> = Utc
             .timestamp_opt(message.timestamp, 0)
             .single()
@@ -415,7 +475,7 @@ impl<'a> Listener<'a> {
                 full_name: message.sender_full_name.clone(),
                 is_bot: false,
             },
-            private: matches!(place, Place::Direct { .. }),
+            private,
             place,
             content: message.content,
             mentioned,
@@ -434,6 +494,7 @@ impl<'a> Listener<'a> {
                 identity: self.profile.name.clone(),
                 channel: self.profile.executor_channel.clone(),
             },
+            limiter: Some(&self.limiter),
             track_bookmark: true,
         };
         let mut backoff = Backoff::new();
@@ -496,6 +557,10 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, Error>>,
 {
+    // A refusal that is not transient (a 4xx other than 429) is tried a few
+    // times (it may be a blip of the server's), then reported for good.
+    const MAX_REFUSALS: u32 = 5;
+    let mut refusals = 0;
     loop {
         if shutdown.is_cancelled() {
             return Ok(None);
@@ -514,7 +579,13 @@ where
             }
             Err(error @ Error::Unauthorized { .. }) => return Err(Fatal::Zulip(error)),
             Err(Error::RateLimited { retry_after }) => backoff.failed_at_least(retry_after),
+            Err(error) if !error.is_transient() && refusals + 1 >= MAX_REFUSALS => {
+                return Err(Fatal::Zulip(error));
+            }
             Err(error) => {
+                if !error.is_transient() {
+                    refusals += 1;
+                }
                 let wait = backoff.failed();
                 tracing::warn!(%error, wait_ms = wait.as_millis() as u64, "a Zulip request failed; retrying");
                 wait

@@ -25,18 +25,24 @@ async fn pause(wait: Duration) {
     tokio::time::sleep(wait).await;
 }
 
-/// A wait of `seconds`, clamped to `[0, MAX_WAIT]` (never panics on NaN or infinity).
+/// A wait of `seconds`, clamped to `[0, MAX_WAIT]`: nothing for a time
+/// past, `MAX_WAIT` for what cannot be read (NaN); never panics.
 fn wait(seconds: f64) -> Duration {
-    Duration::try_from_secs_f64(seconds).map_or(MAX_WAIT, |d| d.min(MAX_WAIT))
+    if seconds.is_nan() {
+        return MAX_WAIT;
+    }
+    Duration::try_from_secs_f64(seconds.max(0.0)).map_or(MAX_WAIT, |d| d.min(MAX_WAIT))
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 struct State {
     /// Requests left in the window, as last reported (and spent since).
     remaining: Option<u64>,
-    /// When the window frees, in UNIX seconds.
-    reset_at: Option<f64>,
-    /// No request before this time (after a 429), in UNIX seconds.
+    /// When the window frees, by this process's clock: the server's reset
+    /// time turned into a wait (at most `MAX_WAIT`) when it was reported, so
+    /// a skewed clock or a bogus header costs one bounded wait, not many.
+    free_at: Option<f64>,
+    /// No request before this time (after a 429), by this process's clock.
     blocked_until: Option<f64>,
 }
 
@@ -77,8 +83,8 @@ impl Pacer {
             }
             state.blocked_until = None;
         }
-        match (state.remaining, state.reset_at) {
-            (Some(0), Some(reset)) if now < reset + SLACK => Some(wait(reset + SLACK - now)),
+        match (state.remaining, state.free_at) {
+            (Some(0), Some(free)) if now < free => Some(wait(free - now)),
             (Some(0), _) => {
                 // The window has freed: the next response tells the new budget.
                 state.remaining = None;
@@ -91,6 +97,18 @@ impl Pacer {
                 None
             }
             (None, _) => None,
+        }
+    }
+
+    /// Requests left in the current window, if the server said.
+    pub fn remaining(&self, now: f64) -> Option<u64> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.blocked_until.is_some_and(|until| now < until) {
+            return Some(0);
+        }
+        match (state.remaining, state.free_at) {
+            (Some(0), Some(free)) if now >= free => None,
+            (remaining, _) => remaining,
         }
     }
 
@@ -110,10 +128,15 @@ impl Pacer {
 
     /// Learns the budget from a response's headers.
     pub fn observe(&self, remaining: Option<u64>, reset_at: Option<f64>) {
+        self.observe_at(unix_now(), remaining, reset_at);
+    }
+
+    /// [`Pacer::observe`] at a given time: the reset becomes a wait from now.
+    pub fn observe_at(&self, now: f64, remaining: Option<u64>, reset_at: Option<f64>) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(remaining) = remaining {
             state.remaining = Some(remaining);
-            state.reset_at = reset_at;
+            state.free_at = reset_at.map(|reset| now + wait(reset + SLACK - now).as_secs_f64());
         }
     }
 
@@ -134,7 +157,7 @@ mod tests {
         let pacer = Pacer::new();
         let now = 1_000.0;
         assert_eq!(pacer.reserve(now), None, "unknown budget: go");
-        pacer.observe(Some(2), Some(1_010.0));
+        pacer.observe_at(now, Some(2), Some(1_010.0));
         assert_eq!(pacer.reserve(now), None);
         assert_eq!(pacer.reserve(now), None);
         let wait = pacer.reserve(now).expect("budget spent");
@@ -152,19 +175,29 @@ mod tests {
     #[test]
     fn the_server_count_wins() {
         let pacer = Pacer::new();
-        pacer.observe(Some(0), Some(1_005.0));
+        pacer.observe_at(1_000.0, Some(0), Some(1_005.0));
         assert!(pacer.reserve(1_000.0).is_some());
-        pacer.observe(Some(5), Some(1_006.0));
+        pacer.observe_at(1_000.0, Some(5), Some(1_006.0));
         assert_eq!(pacer.reserve(1_000.0), None);
     }
 
     #[test]
     fn absurd_headers_give_bounded_waits() {
         let pacer = Pacer::new();
-        pacer.observe(Some(0), Some(f64::INFINITY));
+        pacer.observe_at(1_000.0, Some(0), Some(f64::INFINITY));
         assert_eq!(pacer.reserve(1_000.0), Some(MAX_WAIT));
-        pacer.observe(Some(0), Some(1e300));
+        pacer.observe_at(1_000.0, Some(0), Some(1e300));
         assert_eq!(pacer.reserve(1_000.0), Some(MAX_WAIT));
+        // A server clock an hour ahead: one bounded wait, then requests go.
+        let pacer = Pacer::new();
+        pacer.observe_at(1_000.0, Some(0), Some(4_600.0));
+        assert_eq!(pacer.reserve(1_000.0), Some(MAX_WAIT));
+        assert_eq!(pacer.reserve(1_000.0 + MAX_WAIT.as_secs_f64() + 0.01), None);
+        // NaN from a garbled header cannot freeze the pacer either.
+        let pacer = Pacer::new();
+        pacer.observe_at(1_000.0, Some(0), Some(f64::NAN));
+        assert!(pacer.reserve(1_000.0).is_none_or(|w| w <= MAX_WAIT));
+        assert_eq!(pacer.reserve(1_000.0 + 61.0), None);
         let pacer = Pacer::new();
         pacer.retry_after(1_000.0, Duration::from_secs(7200));
         assert_eq!(pacer.reserve(1_000.0), Some(MAX_WAIT));

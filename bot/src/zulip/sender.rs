@@ -32,6 +32,23 @@ const LEASE_RENEW: Duration = Duration::from_secs(5);
 const BATCH: i64 = 100;
 /// How long shutdown waits for the outbox to drain.
 const FLUSH_DEADLINE: Duration = Duration::from_secs(15);
+/// Attempts before an entry is given up (spread over about an hour).
+pub(crate) const MAX_ATTEMPTS: i64 = 12;
+/// The longest wait between two attempts at one entry.
+const MAX_ENTRY_WAIT: Duration = Duration::from_secs(600);
+
+/// Requests of a rate-limit window kept for replies: below this budget,
+/// reactions are dropped (they never delay an answer).
+const REPLY_RESERVE: u64 = 5;
+
+/// The wait before the next attempt at an entry that failed `attempts`
+/// times: doubling from 2 s, capped, jittered.
+fn entry_backoff(attempts: i64) -> Duration {
+    let base = 2f64
+        .powi(attempts.clamp(1, 20) as i32)
+        .min(MAX_ENTRY_WAIT.as_secs_f64());
+    Duration::from_secs_f64(base * (0.75 + fastrand::f64() / 2.0)).min(MAX_ENTRY_WAIT)
+}
 
 /// What a pass over the outbox ended with.
 #[derive(Debug, PartialEq)]
@@ -56,28 +73,8 @@ pub(crate) struct OutboxSender {
     pub wake: Arc<Notify>,
     /// When this instance last renewed its lease (`None`: not yet).
     pub renewed: std::sync::Mutex<Option<Instant>>,
-}
-
-/// A lease owner's name: `host#pid#random`.
-pub(crate) fn instance_name(host: &str, pid: u32) -> String {
-    format!("{host}#{pid}#{:08x}", fastrand::u32(..))
-}
-
-/// Whether a lease owner was a process on this host that is gone (killed,
-/// crashed): its lease need not be waited out. Where that cannot be told
-/// (another host, no `/proc`), the answer is no, and the lease expires.
-fn died_on_this_host(owner: &str, host: &str, own_pid: u32) -> bool {
-    let mut parts = owner.rsplitn(3, '#');
-    let (Some(_), Some(pid), Some(owner_host)) = (parts.next(), parts.next(), parts.next()) else {
-        return false;
-    };
-    let Ok(pid) = pid.parse::<u32>() else {
-        return false;
-    };
-    owner_host == host
-        && pid != own_pid
-        && std::path::Path::new("/proc/self").exists()
-        && !std::path::Path::new("/proc").join(pid.to_string()).exists()
+    /// How long handled messages and delivered replies are kept.
+    pub retention: Duration,
 }
 
 impl OutboxSender {
@@ -95,9 +92,11 @@ impl OutboxSender {
         {
             return Ok(true);
         }
-        let host = self.instance.rsplitn(3, '#').nth(2).unwrap_or_default();
+        // Lease owners are named by host (boot id and PID namespace), pid
+        // and start time: a holder in another container, even with the same
+        // pid, is not taken for dead.
         match self.store.lease_owner(&self.lease()).await? {
-            Some(owner) if died_on_this_host(&owner, host, std::process::id()) => {
+            Some(owner) if owner != self.instance && crate::host::holder_is_dead(&owner) => {
                 tracing::info!(owner, "the previous sender died; taking over its lease");
                 self.store.release_lease(&self.lease(), &owner).await?;
                 self.store
@@ -125,6 +124,7 @@ impl OutboxSender {
         // Posts about runs come from the runner and the decider, in this
         // process or another: a change in the database wakes the sender.
         let mut changes = self.store.changes();
+        let mut pruned: Option<Instant> = None;
         loop {
             changes.mark_seen();
             let leader = match self.take_lease().await {
@@ -140,6 +140,16 @@ impl OutboxSender {
                 }
             };
             let mut wait = LEASE_RENEW;
+            if leader && pruned.is_none_or(|at| at.elapsed() >= Duration::from_secs(3600)) {
+                pruned = Some(Instant::now());
+                match self.store.prune(&self.identity, self.retention).await {
+                    Ok(0) => {}
+                    Ok(rows) => {
+                        tracing::info!(rows, "pruned handled messages and delivered replies")
+                    }
+                    Err(error) => tracing::warn!(%error, "cannot prune old messages"),
+                }
+            }
             if leader {
                 let pass = tokio::select! {
                     // A delivery cut short is recorded as attempted: the next
@@ -230,26 +240,45 @@ impl OutboxSender {
                 item.id,
             )
         });
-        let mut backoff = Backoff::new();
+        // A failing entry holds back only its own topic (later entries of
+        // it must not overtake it); every other topic goes on.
+        let mut blocked: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let mut retry: Option<Duration> = None;
         for item in items {
+            if blocked.contains(&item.ordering_key) {
+                continue;
+            }
+            let reaction = matches!(
+                item.kind,
+                OutboxKind::ReactionAdd { .. } | OutboxKind::ReactionRemove { .. }
+            );
+            if reaction
+                && self
+                    .client
+                    .budget_left()
+                    .is_some_and(|left| left < REPLY_RESERVE)
+            {
+                // Under rate pressure a reaction says too little to spend a
+                // request on: replies get the budget.
+                tracing::debug!(id = item.id, "a reaction is dropped under rate pressure");
+                if let Err(error) = self
+                    .store
+                    .outbox_gave_up(
+                        item.id,
+                        "dropped under rate pressure: the budget is kept for replies",
+                    )
+                    .await
+                {
+                    tracing::error!(%error, id = item.id, "cannot record a dropped reaction");
+                }
+                continue;
+            }
             loop {
                 // Right before the delivery, after any wait for the rate
                 // limit, the lease must have more time left than a request
                 // can take: renew it unless that is so already.
-                self.client.wait_for_budget().await;
-                if self.lease_is_stale() {
-                    match self
-                        .store
-                        .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
-                        .await
-                    {
-                        Ok(true) => self.mark_renewed(),
-                        Ok(false) => return Pass::LostLease,
-                        Err(error) => {
-                            tracing::error!(%error, "cannot renew the outbox lease");
-                            return Pass::Retry(Duration::from_secs(2));
-                        }
-                    }
+                if let Err(pass) = self.wait_holding_lease().await {
+                    return pass;
                 }
                 match self.deliver(&item).await {
                     Ok(server_id) => {
@@ -262,11 +291,12 @@ impl OutboxSender {
                     // The pacer waits out the Retry-After; try the same entry again.
                     Err(Error::RateLimited { .. }) => continue,
                     Err(error @ Error::Unauthorized { .. }) => return Pass::Fatal(error),
-                    Err(error) if error.is_transient() => {
-                        let wait = backoff.failed();
+                    Err(Error::LeaseLost) => return Pass::LostLease,
+                    Err(error) if error.is_transient() && item.attempts + 1 < MAX_ATTEMPTS => {
+                        let wait = entry_backoff(item.attempts + 1);
                         let retry_at = chrono::Utc::now()
                             + chrono::TimeDelta::from_std(wait).unwrap_or_default();
-                        tracing::warn!(%error, id = item.id, wait_ms = wait.as_millis() as u64, "a delivery failed; retrying");
+                        tracing::warn!(%error, id = item.id, attempts = item.attempts + 1, wait_ms = wait.as_millis() as u64, "a delivery failed; retrying");
                         if let Err(store_error) = self
                             .store
                             .outbox_failed(item.id, &error.to_string(), retry_at)
@@ -274,11 +304,12 @@ impl OutboxSender {
                         {
                             tracing::error!(%store_error, id = item.id, "cannot record a failed delivery");
                         }
-                        // Stop here: later entries must not overtake this one.
-                        return Pass::Retry(wait);
+                        blocked.insert(item.ordering_key.clone());
+                        retry = Some(retry.map_or(wait, |r| r.min(wait)));
+                        break;
                     }
                     Err(error) => {
-                        tracing::error!(%error, id = item.id, "the server refused a delivery for good");
+                        tracing::error!(%error, id = item.id, attempts = item.attempts + 1, "a delivery is given up (the server refused it, or it failed too often)");
                         if let Err(store_error) =
                             self.store.outbox_gave_up(item.id, &error.to_string()).await
                         {
@@ -290,7 +321,42 @@ impl OutboxSender {
                 }
             }
         }
-        Pass::Drained
+        match retry {
+            Some(wait) => Pass::Retry(wait),
+            None => Pass::Drained,
+        }
+    }
+
+    /// Waits for the rate limit's budget, renewing the lease meanwhile (a
+    /// wait can outlast it, and another instance must not take over the
+    /// entry this one is about to send), then once more unless it is fresh.
+    async fn wait_holding_lease(&self) -> Result<(), Pass> {
+        let budget = self.client.wait_for_budget();
+        tokio::pin!(budget);
+        loop {
+            let waited = tokio::select! {
+                () = &mut budget => true,
+                () = tokio::time::sleep(LEASE_RENEW) => false,
+            };
+            if waited && !self.lease_is_stale() {
+                return Ok(());
+            }
+            match self
+                .store
+                .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
+                .await
+            {
+                Ok(true) => self.mark_renewed(),
+                Ok(false) => return Err(Pass::LostLease),
+                Err(error) => {
+                    tracing::error!(%error, "cannot renew the outbox lease");
+                    return Err(Pass::Retry(Duration::from_secs(2)));
+                }
+            }
+            if waited {
+                return Ok(());
+            }
+        }
     }
 
     /// Delivers one entry; returns the id of a posted message.
@@ -307,8 +373,10 @@ impl OutboxSender {
                     );
                     return Ok(Some(found));
                 }
-                self.attempting(item).await?;
-                self.client.send(to, content).await.map(Some)
+                self.client
+                    .send_gated(to, content, async || self.attempting(item).await)
+                    .await
+                    .map(Some)
             }
             OutboxKind::ReactionAdd { message_id, emoji } => self
                 .client
@@ -323,20 +391,32 @@ impl OutboxSender {
             OutboxKind::Edit {
                 message_id,
                 content,
-            } => {
-                self.attempting(item).await?;
-                self.client.edit(*message_id, content).await.map(|_| None)
-            }
+            } => self
+                .client
+                .edit_gated(*message_id, content, async || self.attempting(item).await)
+                .await
+                .map(|_| None),
         }
     }
 
+    /// Right before the request (after any wait for the rate limit): the
+    /// lease is renewed, only if this instance still holds it, and the
+    /// attempt recorded, in one transaction. If that fails, nothing is sent:
+    /// a crash after an unrecorded send would post the reply twice, and
+    /// another instance may hold the deliveries now.
     async fn attempting(&self, item: &OutboxItem) -> Result<(), Error> {
-        // If this cannot be recorded, do not send: a crash after an
-        // unrecorded send would post the reply twice.
-        self.store
-            .outbox_attempting(item.id)
+        match self
+            .store
+            .outbox_attempting_under_lease(item.id, &self.lease(), &self.instance, LEASE_TTL)
             .await
-            .map_err(|e| Error::Transport(format!("cannot record the attempt: {e}")))
+        {
+            Ok(true) => {
+                self.mark_renewed();
+                Ok(())
+            }
+            Ok(false) => Err(Error::LeaseLost),
+            Err(e) => Err(Error::Transport(format!("cannot record the attempt: {e}"))),
+        }
     }
 
     /// Looks for a message of the bot's with this content after the message
@@ -383,27 +463,5 @@ impl OutboxSender {
             }
         }
         Ok(None)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_dead_process_on_this_host_loses_its_lease_early() {
-        let me = std::process::id();
-        let alive = format!("box-1#{me}#0000abcd");
-        assert!(!died_on_this_host(&alive, "box-1", me + 1));
-        // No process has pid u32::MAX - 1 on Linux (pid_max is far lower).
-        let dead = format!("box-1#{}#0000abcd", u32::MAX - 1);
-        assert!(died_on_this_host(&dead, "box-1", me));
-        assert!(
-            !died_on_this_host(&dead, "other-host", me),
-            "another host's process cannot be checked"
-        );
-        assert!(!died_on_this_host("garbage", "box-1", me));
-        let name = instance_name("my-host.example", 42);
-        assert_eq!(name.rsplitn(3, '#').nth(2), Some("my-host.example"));
     }
 }

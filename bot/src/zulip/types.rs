@@ -176,6 +176,9 @@ pub(crate) struct Sent {
 pub struct Subscription {
     pub name: String,
     pub stream_id: i64,
+    /// A private channel: only its subscribers see its messages.
+    #[serde(default)]
+    pub invite_only: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
