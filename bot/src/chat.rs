@@ -17,8 +17,6 @@ use crate::commands::{self, BotNames, CommandReply, Invocation, parse_message};
 use crate::profile::{Profile, Role};
 use crate::store::{Destination, NewOutboxItem, OutboxKind, Store, StoreError, Tx};
 
-/// The receipt reaction on every command.
-pub const EMOJI_RECEIVED: &str = "eyes";
 /// The reaction once a command did what was asked.
 pub const EMOJI_DONE: &str = "check";
 /// The reaction when a command was refused or failed.
@@ -130,16 +128,74 @@ pub struct ChatContext<'a> {
     pub caps: ReplyCaps,
     /// Where Eagle posts about runs (the executor channel, under its identity).
     pub poster: crate::mirror::Poster,
+    /// How many messages each sender may send a minute (Zulip; the shell has none).
+    pub limiter: Option<&'a SenderLimiter>,
     /// Advance the identity's bookmark in the same transaction (Zulip; the
     /// shell has no stream to resume).
     pub track_bookmark: bool,
 }
 
+/// Counts each sender's messages per minute: past `chat.sender_rate`, their
+/// messages are skipped, with one notice per window. Approvers are exempt.
+#[derive(Debug)]
+pub struct SenderLimiter {
+    per_minute: u32,
+    window: std::time::Duration,
+    seen: std::sync::Mutex<std::collections::HashMap<i64, (std::time::Instant, u32)>>,
+}
+
+/// What the limiter says about one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pace {
+    Go,
+    /// The first message over the limit in this window: say so once.
+    Notice,
+    /// Over the limit, noticed already: skip quietly.
+    Skip,
+}
+
+impl SenderLimiter {
+    pub fn new(per_minute: u32) -> SenderLimiter {
+        SenderLimiter {
+            per_minute,
+            window: std::time::Duration::from_secs(60),
+            seen: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    fn pace(&self, sender: i64) -> Pace {
+        if self.per_minute == 0 {
+            return Pace::Go;
+        }
+        let now = std::time::Instant::now();
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.len() > 10_000 {
+            let window = self.window;
+            seen.retain(|_, (start, _)| now.duration_since(*start) < window);
+        }
+        let entry = seen.entry(sender).or_insert((now, 0));
+        if now.duration_since(entry.0) >= self.window {
+            *entry = (now, 0);
+        }
+        entry.1 = entry.1.saturating_add(1);
+        match entry.1.cmp(&(self.per_minute + 1)) {
+            std::cmp::Ordering::Less => Pace::Go,
+            std::cmp::Ordering::Equal => Pace::Notice,
+            std::cmp::Ordering::Greater => Pace::Skip,
+        }
+    }
+}
+
 /// What a message asks of the bot, decided before touching the database.
 enum Intent {
     Commands(Vec<Invocation>),
-    Capture { title: String, description: String },
+    Capture {
+        title: String,
+        description: String,
+    },
     Hint(String),
+    /// Over the sender's rate: a notice (the first time in the window) or nothing.
+    Limited(bool),
 }
 
 fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
@@ -191,11 +247,22 @@ pub async fn handle_message(
     ctx: &ChatContext<'_>,
     message: &InboundMessage,
 ) -> Result<Handled, StoreError> {
-    let Some(intent) = intent(ctx, message) else {
+    let Some(mut intent) = intent(ctx, message) else {
         return Ok(Handled::Ignored);
     };
+    let approver = ctx
+        .profile
+        .is_approver(message.sender.user_id as u64, &message.sender.email);
+    let pace = match ctx.limiter {
+        Some(limiter) if !approver && !message.late => limiter.pace(message.sender.user_id),
+        _ => Pace::Go,
+    };
+    if pace != Pace::Go {
+        intent = Intent::Limited(pace == Pace::Notice);
+    }
     let mut tx = ctx.store.begin_write().await?;
     let outcome = match (&intent, message.late) {
+        (Intent::Limited(_), _) => "rate_limited",
         (Intent::Hint(_), _) => "hint",
         (_, true) => "late",
         (Intent::Commands(_), false) => "commands",
@@ -219,7 +286,7 @@ pub async fn handle_message(
                 ctx,
                 message,
                 &replies,
-                !matches!(intent, Intent::Hint(_)),
+                !matches!(intent, Intent::Hint(_) | Intent::Limited(_)),
             )
             .await?;
             tx.commit().await?;
@@ -254,6 +321,15 @@ async fn act(
         }]);
     }
     match intent {
+        Intent::Limited(false) => Ok(Vec::new()),
+        Intent::Limited(true) => Ok(vec![CommandReply {
+            text: format!(
+                "You are sending me more than {} messages a minute: I skip the rest of this minute's. \
+                 Send them again in a minute (one message can carry several commands).",
+                ctx.profile.chat.sender_rate
+            ),
+            ok: false,
+        }]),
         Intent::Hint(text) => Ok(vec![CommandReply {
             text: text.clone(),
             ok: true,
@@ -266,7 +342,10 @@ async fn act(
             Ok(vec![reply])
         }
         Intent::Commands(invocations) => {
-            let mut replies = Vec::with_capacity(invocations.len());
+            // One message, bounded work: the first `max_commands` run.
+            let max = ctx.profile.chat.max_commands;
+            let (invocations, skipped) = invocations.split_at(invocations.len().min(max));
+            let mut replies = Vec::with_capacity(invocations.len() + 1);
             let mut queue_ordinal = 0;
             for invocation in invocations {
                 let reply = match &invocation.result {
@@ -285,8 +364,18 @@ async fn act(
             }
             if replies.len() > 1 {
                 for (reply, invocation) in replies.iter_mut().zip(invocations) {
-                    reply.text = format!("**`{}`**\n{}", invocation.line, reply.text);
+                    let line = crate::text::one_line(&invocation.line, 200);
+                    reply.text = format!("**`{line}`**\n{}", reply.text);
                 }
+            }
+            if !skipped.is_empty() {
+                replies.push(CommandReply {
+                    text: format!(
+                        "{} more command(s) in this message were not run: one message runs at most {max}.",
+                        skipped.len()
+                    ),
+                    ok: false,
+                });
             }
             Ok(replies)
         }
@@ -300,27 +389,32 @@ async fn enqueue_replies(
     replies: &[CommandReply],
     react: bool,
 ) -> Result<usize, StoreError> {
+    // Every command is answered in this very transaction, so no "seen it"
+    // reaction goes first: the reply and ✅/❌ follow at once.
     let react = react && ctx.caps.reactions;
     let identity = &message.identity;
     let mut count = 0;
-    if react {
-        tx.enqueue(&NewOutboxItem {
-            identity: identity.clone(),
-            kind: OutboxKind::ReactionAdd {
-                message_id: message.message_id,
-                emoji: EMOJI_RECEIVED.into(),
-            },
-            in_reply_to: None,
-        })
-        .await?;
-        count += 1;
-    }
     let text = replies
         .iter()
         .map(|r| r.text.as_str())
         .collect::<Vec<_>>()
         .join("\n\n");
-    for part in crate::text::split_message(&text, ctx.caps.max_message_chars) {
+    // Replies echo what people wrote: no mention in them may ping anyone.
+    let text = crate::text::neutralize_mentions(&text);
+    let max_parts = ctx.profile.chat.max_reply_parts;
+    let (mut parts, cut) = if text.is_empty() {
+        (Vec::new(), false)
+    } else {
+        crate::text::split_message_capped(&text, ctx.caps.max_message_chars, max_parts)
+    };
+    if cut {
+        parts.pop();
+        parts.push(format!(
+            "(This answer is longer than {max_parts} messages, so it is cut here: ask for less, \
+             e.g. `!status page 2` or `!status <task id>`.)"
+        ));
+    }
+    for part in parts {
         tx.enqueue(&NewOutboxItem {
             identity: identity.clone(),
             kind: OutboxKind::Message {

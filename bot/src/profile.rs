@@ -105,6 +105,11 @@ impl DatabaseUrl {
                 if url.password().is_some() {
                     let _ = url.set_password(Some("***"));
                 }
+                // A '#' in a password starts a fragment: what follows it is
+                // part of a secret, never shown.
+                if url.fragment().is_some() {
+                    url.set_fragment(Some("***"));
+                }
                 let hidden = url
                     .query_pairs()
                     .any(|(k, _)| SECRET_PARAMS.contains(&k.to_ascii_lowercase().as_str()));
@@ -142,6 +147,29 @@ pub struct ZulipSettings {
     pub late_command_age: Duration,
     /// Register the event queue with `all_public_streams`.
     pub all_public_streams: bool,
+    /// How long handled messages and delivered replies are kept.
+    pub retention: Duration,
+}
+
+/// What one person may ask of Eagle at once (`[chat]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChatSettings {
+    /// Commands one message may carry; the rest are not run (one line says so).
+    pub max_commands: usize,
+    /// Messages one reply may take; a longer answer is cut, pointing to the paged command.
+    pub max_reply_parts: usize,
+    /// Messages one sender may send a minute (approvers are exempt); 0: no limit.
+    pub sender_rate: u32,
+}
+
+impl Default for ChatSettings {
+    fn default() -> Self {
+        ChatSettings {
+            max_commands: 10,
+            max_reply_parts: 4,
+            sender_rate: 30,
+        }
+    }
 }
 
 /// Resource limits for one plugin call.
@@ -320,6 +348,7 @@ pub struct Profile {
     /// The persona text (the notes' SOUL.md), if the profile has one.
     pub persona: Option<PathBuf>,
     pub zulip: ZulipSettings,
+    pub chat: ChatSettings,
     pub policy: PolicySettings,
     pub runner: RunnerSettings,
     pub decisions: DecisionSettings,

@@ -127,6 +127,7 @@ where
             max_message_chars: 10_000,
         },
         poster: mirror.eagle.clone(),
+        limiter: None,
         track_bookmark: false,
     };
     let people = People {
@@ -182,7 +183,7 @@ where
         output.write_all(banner.as_bytes()).await?;
     }
     let mut lease = MirrorLease {
-        instance: crate::runner::host::instance_name(),
+        instance: crate::host::instance_name(),
         renewed: None,
         held: false,
     };
@@ -335,7 +336,7 @@ impl MirrorLease {
             .unwrap_or(false);
         if !held
             && let Ok(Some(owner)) = store.lease_owner(MIRROR_LEASE).await
-            && crate::runner::host::holder_is_dead(&owner)
+            && crate::host::holder_is_dead(&owner)
         {
             let _ = store.release_lease(MIRROR_LEASE, &owner).await;
             held = store

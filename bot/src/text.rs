@@ -71,10 +71,17 @@ pub fn one_line(text: &str, max_chars: usize) -> String {
 /// points, which is how Zulip counts), preferring to cut at line breaks, then
 /// at spaces. Nothing is dropped: joining the parts gives back the text, up to
 /// the whitespace at the cuts. Code fences cut in two are closed and reopened.
+/// Linear in the text: each part looks at most `max_chars` ahead.
 pub fn split_message(text: &str, max_chars: usize) -> Vec<String> {
+    split_message_capped(text, max_chars, usize::MAX).0
+}
+
+/// [`split_message`], stopping after `max_parts` parts; the flag says
+/// whether text was left over.
+pub fn split_message_capped(text: &str, max_chars: usize, max_parts: usize) -> (Vec<String>, bool) {
     let max_chars = max_chars.max(32);
-    if text.chars().count() <= max_chars {
-        return vec![text.to_string()];
+    if text.char_indices().nth(max_chars).is_none() {
+        return (vec![text.to_string()], false);
     }
     // Leave room for a fence to be closed at the end of a part and reopened at the start of the next.
     let budget = max_chars - 8;
@@ -82,13 +89,15 @@ pub fn split_message(text: &str, max_chars: usize) -> Vec<String> {
     let mut rest = text;
     let mut reopen_fence = false;
     while !rest.is_empty() {
+        if parts.len() >= max_parts {
+            return (parts, true);
+        }
         let prefix = if reopen_fence { "```\n" } else { "" };
         let room = budget - prefix.chars().count();
-        if rest.chars().count() <= room {
+        let Some((hard_end, _)) = rest.char_indices().nth(room) else {
             parts.push(format!("{prefix}{rest}"));
             break;
-        }
-        let hard_end = rest.char_indices().nth(room).map_or(rest.len(), |(i, _)| i);
+        };
         let window = &rest[..hard_end];
         let cut = window
             .rfind('\n')
@@ -105,7 +114,7 @@ pub fn split_message(text: &str, max_chars: usize) -> Vec<String> {
         parts.push(part);
         rest = rest[cut..].trim_start_matches([' ', '\n']);
     }
-    parts
+    (parts, false)
 }
 
 fn count_fence_lines(text: &str) -> usize {
@@ -170,6 +179,16 @@ mod tests {
                 "unbalanced fence in {part:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_capped_split_stops_early() {
+        let text = "word ".repeat(100_000);
+        let (parts, cut) = split_message_capped(&text, 1000, 3);
+        assert_eq!(parts.len(), 3);
+        assert!(cut);
+        let (all, cut) = split_message_capped("short", 1000, 3);
+        assert_eq!((all.len(), cut), (1, false));
     }
 
     #[test]

@@ -24,22 +24,20 @@ fn echo(text: &str) -> String {
     neutralize_mentions(text)
 }
 
-/// Whether a task's text may be shown in reply to `message`.
+/// Whether a task's text may be shown in reply to `message`: anywhere for a
+/// public task; for a private one, in its own channel, in its requester's
+/// direct messages, or in an approver's.
 pub(super) fn visible(task: &Task, message: &InboundMessage, approver: bool) -> bool {
     if !task.origin_private {
         return true;
     }
     match &message.place {
         Place::Direct { .. } => approver || task.requested_by_id == Some(message.sender.user_id),
-        Place::Channel { channel, topic } => {
-            task.origin_channel
-                .as_deref()
-                .is_some_and(|c| crate::text::eq_fold(c, channel))
-                && task
-                    .origin_topic
-                    .as_deref()
-                    .is_some_and(|t| crate::text::eq_fold(t, topic))
-        }
+        // Its own private channel: the same people see it there.
+        Place::Channel { channel, .. } => task
+            .origin_channel
+            .as_deref()
+            .is_some_and(|c| crate::text::eq_fold(c, channel)),
     }
 }
 

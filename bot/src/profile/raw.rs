@@ -41,6 +41,10 @@ const ENV_KEYS: &[&str] = &[
     "shell_wait",
     "zulip.late_command_age",
     "zulip.all_public_streams",
+    "zulip.retention",
+    "chat.max_commands",
+    "chat.max_reply_parts",
+    "chat.sender_rate",
     "policy.dir",
     "policy.load_all",
     "policy.reload_interval",
@@ -94,6 +98,8 @@ pub struct RawProfile {
     #[serde(default)]
     pub zulip: RawZulip,
     #[serde(default)]
+    pub chat: RawChat,
+    #[serde(default)]
     pub policy: RawPolicy,
     pub runner: Option<RawRunner>,
     pub decisions: Option<RawDecisions>,
@@ -145,6 +151,15 @@ pub struct RawDecisions {
 pub struct RawZulip {
     pub late_command_age: Option<String>,
     pub all_public_streams: Option<bool>,
+    pub retention: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawChat {
+    pub max_commands: Option<i64>,
+    pub max_reply_parts: Option<i64>,
+    pub sender_rate: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

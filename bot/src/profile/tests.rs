@@ -149,6 +149,26 @@ fn environment_overrides_scalars_lists_and_nested_keys() {
         "postgres://eagle@db/eagle?sslmode=require&password=***"
     );
     assert!(!format!("{with_param:?}").contains("s3cret"));
+    // A '#' in a password: nothing after it is shown either.
+    for url in [
+        "postgres://eagle@db/eagle?password=s3c#ret",
+        "postgres://eagle:s3c#ret@db/eagle",
+        "postgres://eagle:5432#ret@db/eagle",
+    ] {
+        let shown = DatabaseUrl::new(url).redacted();
+        assert!(!shown.contains("ret"), "{url} → {shown}");
+    }
+    // A Zulip site with credentials in it is refused, without showing them.
+    for site in [
+        "https://bob:hunter2@chat.example.com",
+        "https://bob:hun ter2@chat",
+    ] {
+        let error = zuliprc::normalize_site(site).unwrap_err();
+        assert!(
+            !error.contains("hunter2") && !error.contains("hun ter2"),
+            "{error}"
+        );
+    }
     // An empty list override empties the list.
     let profile = dir.load("p", &[("EAGLE_APPROVERS", "")]).unwrap();
     assert!(profile.approvers.is_empty());

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use super::raw::{RawDecisions, RawPlugin, RawProfile, RawRunner, RawUserRef};
 use super::{
-    DatabaseUrl, DecisionSettings, KindLimits, PluginLimits, PluginSource, PluginSpec,
-    PolicySettings, Profile, ProfileError, Role, RunnerSettings, UserRef, WorkerCommand,
-    WorkerKind, ZulipSettings, default_data_dir,
+    ChatSettings, DatabaseUrl, DecisionSettings, KindLimits, PluginLimits, PluginSource,
+    PluginSpec, PolicySettings, Profile, ProfileError, Role, RunnerSettings, UserRef,
+    WorkerCommand, WorkerKind, ZulipSettings, default_data_dir,
 };
 
 /// The plugins compiled into the binary.
@@ -203,6 +203,46 @@ pub fn validate(
         )
         .map_err(|why| origins.error("zulip.late_command_age", None, why))?,
         all_public_streams: raw.zulip.all_public_streams.unwrap_or(false),
+        retention: duration(
+            raw.zulip.retention.as_deref(),
+            Duration::from_secs(30 * 24 * 3600),
+        )
+        .map_err(|why| origins.error("zulip.retention", None, why))?,
+    };
+
+    let bounded =
+        |key: &str, value: Option<i64>, default: usize, range: std::ops::RangeInclusive<i64>| {
+            let value = value.unwrap_or(default as i64);
+            if range.contains(&value) {
+                Ok(value as usize)
+            } else {
+                Err(origins.error(
+                    key,
+                    None,
+                    format!("{value} is outside {}..={}", range.start(), range.end()),
+                ))
+            }
+        };
+    let defaults = ChatSettings::default();
+    let chat = ChatSettings {
+        max_commands: bounded(
+            "chat.max_commands",
+            raw.chat.max_commands,
+            defaults.max_commands,
+            1..=100,
+        )?,
+        max_reply_parts: bounded(
+            "chat.max_reply_parts",
+            raw.chat.max_reply_parts,
+            defaults.max_reply_parts,
+            1..=50,
+        )?,
+        sender_rate: bounded(
+            "chat.sender_rate",
+            raw.chat.sender_rate,
+            defaults.sender_rate as usize,
+            0..=10_000,
+        )? as u32,
     };
 
     let policy = PolicySettings {
@@ -259,6 +299,7 @@ pub fn validate(
         executor_bot,
         persona,
         zulip,
+        chat,
         policy,
         runner,
         decisions,

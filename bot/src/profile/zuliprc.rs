@@ -203,12 +203,26 @@ pub fn normalize_site(site: &str) -> Result<Url, String> {
     } else {
         format!("https://{site}")
     };
-    let url = Url::parse(&with_scheme).map_err(|e| format!("{site:?} is not a URL ({e})"))?;
+    // A site with `user:password@` in it is never echoed: it may hold a secret.
+    let shown = if site.contains('@') {
+        "the site (it holds an '@': shown without it)".to_string()
+    } else {
+        format!("{site:?}")
+    };
+    let url = Url::parse(&with_scheme).map_err(|e| format!("{shown} is not a URL ({e})"))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("{site:?} is not an http or https URL"));
+        return Err(format!("{shown} is not an http or https URL"));
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{site:?} has no host"));
+        return Err(format!("{shown} has no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        let mut masked = url.clone();
+        let _ = masked.set_username("***");
+        let _ = masked.set_password(None);
+        return Err(format!(
+            "{masked} carries a user name or password: remove it (the bot signs in with its key)"
+        ));
     }
     Ok(url)
 }
