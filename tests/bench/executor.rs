@@ -225,7 +225,7 @@ async fn kill_workers(store: &Store) {
     let mut tx = store.begin_read().await.unwrap();
     for run in tx.open_runs(0, 100).await.unwrap() {
         if let Some(pgid) = run.worker_pgid {
-            let _ = eagle::runner::host::signal_group(pgid as i32, 9);
+            let _ = eagle::host::signal_group(pgid as i32, 9);
         }
     }
 }

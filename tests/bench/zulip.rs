@@ -118,7 +118,7 @@ async fn run() {
                 .iter()
                 .filter(|r| r.method == "POST" && r.path.ends_with("/reactions"))
                 .count()
-                >= 2 * (WARM_UP + COMMANDS)
+                >= WARM_UP + COMMANDS
         })
         .await;
     assert!(settled, "reactions still pending");

@@ -293,7 +293,7 @@ async fn claude_code_as_a_worker_asks_through_its_hook_and_is_resumed() {
         "#!/bin/sh\necho \"$*\" > merged-marker\necho merged\n",
     )
     .unwrap();
-    eagle::runner::host::chmod(&fakebin.join("gh"), 0o755).unwrap();
+    eagle::host::chmod(&fakebin.join("gh"), 0o755).unwrap();
     home.set(
         "EAGLE_RUNNER__WORKER_COMMAND",
         &format!(

@@ -8,6 +8,7 @@
 mod claude;
 mod cli;
 mod executor;
+mod hardening;
 mod policy;
 mod runs;
 mod store;

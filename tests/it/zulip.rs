@@ -227,7 +227,6 @@ async fn commands_in_channels_and_direct_messages() {
         "{}",
         replies[0].content
     );
-    realm.wait_reaction(help, "eyes").await;
     realm.wait_reaction(help, "check").await;
 
     // The topic name is matched without regard to case: one conversation.
@@ -402,9 +401,20 @@ async fn a_command_posted_during_a_queue_gap_is_answered_once() {
 async fn commands_posted_while_stopped_are_answered_after_start() {
     let realm = Realm::start().await;
     let mut home = realm.home();
+    // History from before the very first start is not replayed.
+    realm.fake.post(
+        realm.alex,
+        "general",
+        "old",
+        "!queue from before Eagle existed",
+    );
     let eagle = Running::start(&home, "eagle");
     realm.wait_listening(realm.eagle, 1).await;
-    // History from before the first start is not replayed.
+    // A command after the start is answered; the old one never is.
+    realm.fake.post(realm.alex, "general", "new", "!status");
+    realm
+        .wait_replies("general", "new", |r| !r.is_empty())
+        .await;
     assert!(realm.replies("general", "old").is_empty());
     let (code, log) = eagle.stop();
     assert_eq!(code, Some(0), "{log}");
@@ -443,7 +453,10 @@ async fn commands_posted_while_stopped_are_answered_after_start() {
     );
     let (code, _) = eagle.stop();
     assert_eq!(code, Some(0));
-    assert_eq!(replies.len(), 2);
+    // Read after the stop: nothing else was said (the stale command did not run).
+    let replies = realm.replies("general", "offline");
+    assert_eq!(replies.len(), 2, "{replies:#?}");
+    assert!(realm.replies("general", "old").is_empty());
     realm.fake.assert_clean();
 }
 
@@ -540,14 +553,24 @@ async fn rate_limits_and_server_errors_lose_nothing() {
     );
 
     realm.fake.inject(Route::Events, Fault::Status502Html, 3);
-    // The next poll fails three times; then the command is read and answered.
+    // The poll in flight answers this one; the next three polls get a 502
+    // page each, and only then is the command after them read.
+    realm.fake.post(realm.alex, "general", "limits", "!status");
+    realm
+        .wait_replies("general", "limits", |r| r.len() >= 2)
+        .await;
+    let served = realm
+        .fake
+        .wait_until(WAIT, |f| f.count_status(502) >= 3)
+        .await;
+    assert!(served, "the 502 pages were not served");
     realm
         .fake
         .post(realm.alex, "general", "limits", "!queue after three 502s");
     let replies = realm
-        .wait_replies("general", "limits", |r| r.len() >= 2)
+        .wait_replies("general", "limits", |r| r.len() >= 3)
         .await;
-    assert_eq!(replies[1].content, "Queued task #2: after three 502s");
+    assert_eq!(replies[2].content, "Queued task #2: after three 502s");
 
     realm.fake.inject(Route::Events, Fault::NotJson, 1);
     realm.fake.post(
@@ -557,10 +580,10 @@ async fn rate_limits_and_server_errors_lose_nothing() {
         "!queue after a non-JSON answer",
     );
     let replies = realm
-        .wait_replies("general", "limits", |r| r.len() >= 3)
+        .wait_replies("general", "limits", |r| r.len() >= 4)
         .await;
     assert_eq!(
-        replies[2].content,
+        replies[3].content,
         "Queued task #3: after a non-JSON answer"
     );
     assert!(realm.fake.count_status(502) >= 3);

@@ -10,6 +10,8 @@ use crate::ratelimit::format_secs;
 const BAD_GATEWAY_HTML: &str = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n";
 const UNAVAILABLE_HTML: &str = "<html>\r\n<head><title>503 Service Temporarily Unavailable</title></head>\r\n<body>\r\n<center><h1>503 Service Temporarily Unavailable</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n";
 
+const TOO_LARGE_HTML: &str = "<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body>\r\n<center><h1>413 Request Entity Too Large</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n";
+
 /// Faults waiting for requests, in the order they were injected.
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
@@ -76,6 +78,7 @@ pub(crate) fn canned(fault: Fault) -> Option<Canned> {
             .to_string(),
             headers: vec![("retry-after", format_secs(secs))],
         }),
+        Fault::Status413Html => Some(html(413, TOO_LARGE_HTML)),
         Fault::Hang | Fault::AcceptThenHang => None,
     }
 }

@@ -80,9 +80,36 @@ pub use validate::validate_response;
 use state::Shared;
 
 /// A running fake server. Cheap to clone; every clone is the same server.
+///
+/// When the last clone is dropped, a violation nobody looked at fails the
+/// test: a test that provokes violations on purpose clears them
+/// ([`FakeZulip::clear_violations`]) or checks them ([`FakeZulip::assert_clean`]).
 #[derive(Clone)]
 pub struct FakeZulip {
     shared: Arc<Shared>,
+    _check: Arc<CheckOnDrop>,
+}
+
+/// Fails the test if violations are left when the last handle goes.
+struct CheckOnDrop {
+    shared: Arc<Shared>,
+}
+
+impl Drop for CheckOnDrop {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let violations = self.shared.read().violations.clone();
+        if !violations.is_empty() {
+            let list: Vec<String> = violations.iter().map(|v| format!("  - {v}")).collect();
+            panic!(
+                "the fake Zulip saw {} violation(s) that the test never checked:\n{}",
+                violations.len(),
+                list.join("\n")
+            );
+        }
+    }
 }
 
 impl FakeZulip {
@@ -107,13 +134,23 @@ impl FakeZulip {
         tokio::spawn(queues::gc_task(Arc::clone(&shared)));
         if shared.config.validate_responses {
             // Pay for starting Python (and, once per machine, for building its
-            // virtualenv) here rather than in a client's first request.
+            // virtualenv) here rather than in a client's first request. A
+            // validator that cannot run fails the test here, loudly: an
+            // unchecked fake would let wrong answers pass.
             let verdict = tokio::task::spawn_blocking(validate::warm_up)
                 .await
                 .unwrap_or_else(|e| validate::Verdict::Unavailable(e.to_string()));
+            if let validate::Verdict::Unavailable(reason) = &verdict {
+                panic!("the fake Zulip cannot check its answers against the spec: {reason}");
+            }
             server::record_verdict(&shared, "the warm-up check", verdict);
         }
-        FakeZulip { shared }
+        FakeZulip {
+            _check: Arc::new(CheckOnDrop {
+                shared: Arc::clone(&shared),
+            }),
+            shared,
+        }
     }
 
     /// The base URL, `http://127.0.0.1:PORT` (the API is under `/api/v1`).

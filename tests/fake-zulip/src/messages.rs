@@ -140,5 +140,15 @@ pub(crate) fn stored(state: &State, msg: &Message) -> StoredMessage {
         dm_recipients,
         content: msg.content.clone(),
         timestamp: msg.timestamp,
+        mentioned_user_ids: msg
+            .flags
+            .iter()
+            .filter(|(_, flags)| flags.contains("mentioned"))
+            .map(|(id, _)| *id)
+            .collect(),
+        wildcard_mentioned: msg
+            .flags
+            .values()
+            .any(|flags| flags.contains("wildcard_mentioned")),
     }
 }

@@ -51,6 +51,10 @@ pub struct StoredMessage {
     pub content: String,
     /// UNIX seconds.
     pub timestamp: i64,
+    /// The users whose `mentioned` flag the message set, ascending.
+    pub mentioned_user_ids: Vec<u64>,
+    /// Whether a wildcard (`@**all**`, `@**topic**`, …) notified anyone.
+    pub wildcard_mentioned: bool,
 }
 
 /// One HTTP request the fake received.
@@ -119,4 +123,6 @@ pub enum Fault {
     AcceptThenHang,
     /// A real 429 `RATE_LIMIT_HIT` with `Retry-After` set to these seconds.
     RateLimit(f64),
+    /// 413 with an HTML body, as a proxy refusing a body it finds too large.
+    Status413Html,
 }

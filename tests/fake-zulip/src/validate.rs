@@ -39,12 +39,84 @@ fn workspace_root() -> PathBuf {
     root.canonicalize().unwrap_or(root)
 }
 
-/// The spec: `$FAKE_ZULIP_SPEC`, or `shared/zulip/zulip.yaml` beside the
-/// workspace.
-fn spec_path(root: &Path) -> PathBuf {
-    match std::env::var_os("FAKE_ZULIP_SPEC") {
-        Some(path) => PathBuf::from(path),
-        None => root.join("../shared/zulip/zulip.yaml"),
+/// The spec the fake follows: `zerver/openapi/zulip.yaml` of Zulip Server
+/// 10.2 (commit c65cc482…), by its SHA-256.
+const SPEC_URL: &str = "https://raw.githubusercontent.com/zulip/zulip/c65cc48215dc42ae4726ab22debf4018eb899bbe/zerver/openapi/zulip.yaml";
+const SPEC_SHA256: &str = "35bf1502c46fa36fbeceb887dd956cdfbd95878180e876c46c325a5f6e2896e6";
+
+/// Finds the spec, in order: `$FAKE_ZULIP_SPEC`; `shared/zulip/zulip.yaml`
+/// beside the workspace; a copy cached under `target/`; else the pinned
+/// release's file, downloaded once and checked against its SHA-256. Says
+/// exactly what to do when none is there.
+fn spec_path(root: &Path) -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os("FAKE_ZULIP_SPEC") {
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!(
+                "FAKE_ZULIP_SPEC names {}, which does not exist",
+                path.display()
+            ))
+        };
+    }
+    let shared = root.join("../shared/zulip/zulip.yaml");
+    if shared.is_file() {
+        return Ok(shared);
+    }
+    let cached = root.join("target/zulip-spec/zulip-10.2.yaml");
+    if cached.is_file() && sha256_of(&cached).as_deref() == Some(SPEC_SHA256) {
+        return Ok(cached);
+    }
+    download(&cached).map_err(|why| {
+        format!(
+            "the Zulip OpenAPI spec is needed to check the fake's answers, and none was found: {why}. \
+             Put Zulip 10.2's zerver/openapi/zulip.yaml (SHA-256 {SPEC_SHA256}) at {} or set \
+             FAKE_ZULIP_SPEC to its path, or let the tests download it from {SPEC_URL}",
+            cached.display()
+        )
+    })?;
+    Ok(cached)
+}
+
+/// The SHA-256 of a file, in hex (by Python's hashlib: the fake has no hasher of its own).
+fn sha256_of(path: &Path) -> Option<String> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import hashlib,sys;print(hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest())",
+        ])
+        .arg(path)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Downloads the pinned spec to `to`, keeping it only if its checksum matches.
+fn download(to: &Path) -> Result<(), String> {
+    let dir = to.parent().ok_or("no directory for the spec")?;
+    fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let tmp = dir.join(format!(".zulip-{}.yaml", std::process::id()));
+    let script = "import urllib.request,sys;urllib.request.urlretrieve(sys.argv[1],sys.argv[2])";
+    run(
+        "downloading the spec",
+        Command::new("python3")
+            .args(["-c", script, SPEC_URL])
+            .arg(&tmp),
+    )?;
+    match sha256_of(&tmp) {
+        Some(sum) if sum == SPEC_SHA256 => {
+            fs::rename(&tmp, to).map_err(|e| format!("cannot keep the spec: {e}"))
+        }
+        other => {
+            let _ = fs::remove_file(&tmp);
+            Err(format!(
+                "the downloaded spec's SHA-256 is {}, not {SPEC_SHA256}",
+                other.unwrap_or_else(|| "unknown".into())
+            ))
+        }
     }
 }
 
@@ -120,13 +192,7 @@ pub(crate) fn check(method: &str, path: &str, status: u16, body: &Value) -> Verd
 impl Validator {
     fn start() -> Result<Validator, String> {
         let root = workspace_root();
-        let spec = spec_path(&root);
-        if !spec.exists() {
-            return Err(format!(
-                "the spec {} does not exist (set FAKE_ZULIP_SPEC)",
-                spec.display()
-            ));
-        }
+        let spec = spec_path(&root)?;
         let python = ensure_venv(&root)?;
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("validate.py");
         let log = File::create(root.join("target/openapi-validator.log"))

@@ -121,6 +121,7 @@ async fn unknown_routes_and_parameters_are_violations() {
         ("GET", "/api/v1/messages", Some(realm.eagle), 400)
     );
     assert_eq!(recorded[0].params.len(), 0);
+    realm.zulip.clear_violations();
 }
 
 #[test]
@@ -196,4 +197,23 @@ async fn wait_until_times_out_when_nothing_happens() {
             .await
     );
     poster.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_violation_nobody_checked_fails_the_test_when_the_fake_goes() {
+    let realm = Realm::default().await;
+    let eagle = realm.client(realm.eagle);
+    assert_eq!(eagle.get("/no/such/endpoint", &[]).await.status, 404);
+    let Realm { zulip, .. } = realm;
+    let copy = zulip.clone();
+    drop(zulip);
+    // The last handle goes here: the unchecked violation is reported.
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(copy)));
+    let message = dropped.expect_err("dropping an unchecked fake must fail");
+    let text = message
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(text.contains("never checked"), "{text}");
+    assert!(text.contains("/no/such/endpoint"), "{text}");
 }
