@@ -18,7 +18,6 @@
 //! their own Unix user: never the database, a zuliprc or Eagle's keys.
 
 pub mod hook;
-pub mod host;
 pub mod output;
 pub mod prompts;
 mod socket;
@@ -35,6 +34,7 @@ use anyhow::Context as _;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::host;
 use crate::mirror::{People, Poster};
 use crate::profile::{Profile, RunnerSettings, WorkerCommand, WorkerKind};
 use crate::store::{ClaimLimits, Store};
