@@ -2,6 +2,10 @@
 //! servers, one module per area. Each test ends with `assert_clean`, or
 //! checks and clears the violations it provoked on purpose.
 
+mod asana;
+mod asana_lists;
+mod asana_rules;
+mod asana_stories;
 mod github;
 mod github_ci;
 mod github_graphql;

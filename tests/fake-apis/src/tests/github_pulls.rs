@@ -90,7 +90,8 @@ async fn mergeable_is_null_for_a_few_reads_after_a_push() {
 #[tokio::test]
 async fn merging_is_bound_to_the_head_and_refused_as_github_refuses() {
     let (fake, gh) = world().await;
-    let cases: Vec<(Box<dyn Fn()>, Value, u16, &str)> = vec![
+    type Case<'a> = (Box<dyn Fn() + 'a>, Value, u16, &'static str);
+    let cases: Vec<Case<'_>> = vec![
         (
             Box::new(|| fake.set_draft(REPO, 1, true)),
             json!({"sha": SHA, "merge_method": "squash"}),
