@@ -390,7 +390,7 @@ async fn enqueue_replies(
     react: bool,
 ) -> Result<usize, StoreError> {
     // Every command is answered in this very transaction, so no "seen it"
-    // reaction goes first: the reply and ✅/❌ follow at once.
+    // reaction goes first: the reply follows at once.
     let react = react && ctx.caps.reactions;
     let identity = &message.identity;
     let mut count = 0;
@@ -426,7 +426,9 @@ async fn enqueue_replies(
         .await?;
         count += 1;
     }
-    if react {
+    // A reply says everything a ✅ or ❌ would, and costs the same request
+    // under the rate limit: a reaction only acknowledges what got no reply.
+    if react && count == 0 {
         let ok = replies.iter().all(|r| r.ok);
         tx.enqueue(&NewOutboxItem {
             identity: identity.clone(),

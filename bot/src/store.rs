@@ -30,7 +30,7 @@ use sqlx::{PgPool, Sqlite, SqlitePool};
 use crate::profile::DatabaseUrl;
 
 pub use audit::{AuditEntry, NewAuditEntry};
-pub use chat::{Bookmark, Destination, NewOutboxItem, OutboxItem, OutboxKind};
+pub use chat::{Bookmark, Destination, NewOutboxItem, OutboxHeads, OutboxItem, OutboxKind};
 pub use controls::{Control, Notice};
 pub use requests::{
     Approval, NewRequest, Recorded, Request, RequestStatus, RequestVia, requests_summary,

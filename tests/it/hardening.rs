@@ -259,3 +259,104 @@ async fn two_instances_on_postgres_under_a_tight_rate_limit_answer_each_command_
     assert!(refused.is_empty(), "{refused:#?}");
     realm.fake.assert_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_the_server_will_not_describe_is_never_taken_for_a_person() {
+    let realm = Realm::start().await;
+    let home = realm.home();
+    let eagle = Running::start(&home, "eagle");
+    realm.wait_listening(realm.eagle, 1).await;
+    // The lookups of the bot fail twice before the server answers.
+    realm.fake.inject(Route::GetUser, Fault::Status503, 2);
+    realm
+        .fake
+        .post(realm.other_bot, "general", "bots", "!queue from a bot");
+    realm.fake.post(realm.alex, "general", "people", "!status");
+    // Messages are handled in order: Alex's answer comes after the bot's
+    // message was decided.
+    realm
+        .wait_replies("general", "people", |r| !r.is_empty())
+        .await;
+    assert!(realm.replies("general", "bots").is_empty());
+    let lookups = realm
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.path == format!("/api/v1/users/{}", realm.other_bot))
+        .count();
+    assert_eq!(lookups, 3, "asked until answered");
+    let (code, log) = eagle.stop();
+    assert_eq!(code, Some(0), "{log}");
+    realm.fake.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_queues_are_registered_again_with_growing_pauses_and_a_lying_longpoll_is_harmless()
+{
+    let realm = Realm::with(fake_zulip::FakeConfig {
+        // Far past any sane poll: arithmetic on it must not overflow.
+        longpoll_timeout_secs: i64::MAX as u64,
+        ..fake_zulip::FakeConfig::default()
+    })
+    .await;
+    let home = realm.home();
+    // Every new queue is refused at its first poll, three times over.
+    realm.fake.inject(Route::Events, Fault::BadEventQueue, 3);
+    let eagle = Running::start(&home, "eagle");
+    realm.wait_listening(realm.eagle, 1).await;
+    realm.fake.post(realm.alex, "general", "after", "!status");
+    realm
+        .wait_replies("general", "after", |r| !r.is_empty())
+        .await;
+    let (code, log) = eagle.stop();
+    assert_eq!(code, Some(0), "{log}");
+    let registers = realm
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/api/v1/register")
+        .count();
+    assert_eq!(registers, 4, "{log}");
+    let refused: Vec<u32> = log
+        .lines()
+        .filter(|l| l.contains("registering again after a pause"))
+        .filter_map(|l| {
+            l.split("refused=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(
+        refused,
+        [1, 2, 3],
+        "the pause grows with each refusal:\n{log}"
+    );
+    // A log written to a file is plain text.
+    assert!(!log.contains('\u{1b}'), "{log}");
+    realm.fake.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_that_asking_again_cannot_change_stops_eagle_with_a_clear_message() {
+    let realm = Realm::start().await;
+    let home = realm.home();
+    realm.fake.inject(Route::Register, Fault::BadRequest, 100);
+    let mut eagle = Running::start(&home, "eagle");
+    let (code, log) = eagle
+        .exited_within(LONG_WAIT)
+        .await
+        .expect("eagle kept asking a server that refuses it");
+    assert_ne!(code, Some(0), "{log}");
+    assert!(log.contains("injected refusal"), "{log}");
+    let registers = realm
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/api/v1/register")
+        .count();
+    assert_eq!(registers, 5, "{log}");
+    realm.fake.assert_clean();
+}

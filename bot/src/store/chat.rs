@@ -78,6 +78,22 @@ pub struct Bookmark {
     pub last_event_id: Option<i64>,
 }
 
+/// The entries an identity's sender may deliver now, and when more will be due.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct OutboxHeads {
+    /// Due now, by id.
+    pub due: Vec<OutboxItem>,
+    /// When the earliest entry not due yet will be.
+    pub next_due: Option<DateTime<Utc>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct OutboxHeadRow {
+    #[sqlx(flatten)]
+    row: OutboxRow,
+    next_attempt_at: DateTime<Utc>,
+}
+
 #[derive(sqlx::FromRow)]
 struct OutboxRow {
     id: i64,
@@ -313,31 +329,48 @@ impl Tx {
 impl Store {
     /// Undelivered outbox entries of an identity that are due, oldest first.
     pub async fn due_outbox(&self, identity: &str, limit: i64) -> Result<Vec<OutboxItem>> {
+        Ok(self.outbox_heads(identity, limit).await?.due)
+    }
+
+    /// What the sender of an identity has to do, in one query: the entries
+    /// due now (at most `limit`, oldest first), and when the next one that
+    /// is not due yet will be. An entry waits while an earlier one with its
+    /// ordering key (its topic) is undelivered, so a retried reply is never
+    /// overtaken.
+    pub async fn outbox_heads(&self, identity: &str, limit: i64) -> Result<OutboxHeads> {
         let now = super::now();
-        // An entry waits while an earlier one with its ordering key (its
-        // topic) is undelivered, so a retried reply is never overtaken.
-        let rows: Vec<OutboxRow> = on_pool!(self, pool => {
+        // Due entries sort first (by when they became due), so a batch is
+        // never filled with entries that must wait while due ones are left out.
+        let rows: Vec<(OutboxRow, DateTime<Utc>)> = on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT id, identity, kind, channel, topic, dm_user_ids, content, target_message_id, \
-                 attempts, ordering_key FROM outbox AS o \
-                 WHERE identity = $1 AND delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at <= $2 \
+                 attempts, ordering_key, next_attempt_at FROM outbox AS o \
+                 WHERE identity = $1 AND delivered_at IS NULL AND gave_up_at IS NULL \
                  AND NOT EXISTS (SELECT 1 FROM outbox AS earlier \
                      WHERE earlier.identity = o.identity AND earlier.ordering_key = o.ordering_key \
                      AND earlier.id < o.id AND earlier.delivered_at IS NULL AND earlier.gave_up_at IS NULL) \
-                 ORDER BY id LIMIT $3",
+                 ORDER BY next_attempt_at, id LIMIT $2",
             )
             .bind(identity)
-            .bind(now)
             .bind(limit)
             .fetch_all(pool)
             .await
+            .map(|rows: Vec<OutboxHeadRow>| rows.into_iter().map(|r| (r.row, r.next_attempt_at)).collect())
         })
         .op("reading the outbox")?;
-        let mut items = Vec::with_capacity(rows.len());
-        for row in rows {
+        let mut heads = OutboxHeads::default();
+        for (row, due_at) in rows {
+            if due_at > now {
+                heads.next_due = Some(
+                    heads
+                        .next_due
+                        .map_or(due_at, |n: DateTime<Utc>| n.min(due_at)),
+                );
+                continue;
+            }
             let id = row.id;
             match row.decode() {
-                Ok(item) => items.push(item),
+                Ok(item) => heads.due.push(item),
                 Err(error) => {
                     // One unreadable row must not block every reply after it.
                     tracing::error!(id, %error, "an outbox entry cannot be read; giving up on it");
@@ -345,7 +378,8 @@ impl Store {
                 }
             }
         }
-        Ok(items)
+        heads.due.sort_by_key(|item| item.id);
+        Ok(heads)
     }
 
     /// Whether a server message id is recorded as the delivery of some entry.
@@ -378,47 +412,52 @@ impl Store {
         .op("counting the outbox")
     }
 
-    /// Right before a delivery: renews the outbox lease `lease` of `owner`
-    /// for `ttl` (only if it still holds it, unexpired, by the database's
-    /// clock) and records the attempt, in one transaction. False: the lease
-    /// is lost, and the delivery must not be sent.
+    /// Right before a delivery: records the attempt if `owner` still holds
+    /// the outbox lease `lease` for at least `margin` (longer than the
+    /// request can take). False: the lease is lost or about to be, or the
+    /// entry is settled, and the delivery must not be sent.
     pub async fn outbox_attempting_under_lease(
         &self,
         id: i64,
         lease: &str,
         owner: &str,
-        ttl: std::time::Duration,
+        margin: std::time::Duration,
     ) -> Result<bool> {
-        let mut tx = self.begin_write().await?;
-        let now = tx.clock().await?;
-        let until = now + super::runs::delta(ttl);
-        let held = on_tx!(tx, conn => {
-            sqlx::query("UPDATE leases SET expires_at = $3 WHERE name = $1 AND owner = $2 AND expires_at > $4")
-                .bind(lease)
-                .bind(owner)
-                .bind(until)
-                .bind(now)
-                .execute(conn)
-                .await
-                .map(|done| done.rows_affected())
-        })
-        .op("renewing the outbox lease")?;
-        if held == 0 {
-            return Ok(false);
-        }
-        let attempted = on_tx!(tx, conn => {
-            sqlx::query(
-                "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = $2 \
-                 WHERE id = $1 AND delivered_at IS NULL AND gave_up_at IS NULL",
+        // One statement: the attempt is recorded only while `owner` holds
+        // the lease for at least `margin` more (the database's clock on
+        // PostgreSQL, the one host's on SQLite).
+        let attempted = match &self.pool {
+            super::Pool::Postgres(pool) => sqlx::query(
+                "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = now() \
+                 WHERE id = $1 AND delivered_at IS NULL AND gave_up_at IS NULL \
+                 AND EXISTS (SELECT 1 FROM leases WHERE name = $2 AND owner = $3 \
+                     AND expires_at > now() + make_interval(secs => $4))",
             )
             .bind(id)
-            .bind(now)
-            .execute(conn)
+            .bind(lease)
+            .bind(owner)
+            .bind(margin.as_secs_f64())
+            .execute(pool)
             .await
-            .map(|done| done.rows_affected())
-        })
+            .map(|done| done.rows_affected()),
+            super::Pool::Sqlite(pool) => {
+                let now = super::now();
+                sqlx::query(
+                    "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = $4 \
+                     WHERE id = $1 AND delivered_at IS NULL AND gave_up_at IS NULL \
+                     AND EXISTS (SELECT 1 FROM leases WHERE name = $2 AND owner = $3 AND expires_at > $5)",
+                )
+                .bind(id)
+                .bind(lease)
+                .bind(owner)
+                .bind(now)
+                .bind(now + super::runs::delta(margin))
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+            }
+        }
         .op("recording a delivery attempt")?;
-        tx.commit().await?;
         Ok(attempted == 1)
     }
 
@@ -540,20 +579,6 @@ impl Store {
         })
         .op("counting given-up deliveries")?;
         Ok((rows.len() as i64, rows.first().and_then(|r| r.0.clone())))
-    }
-
-    /// The soonest time an undelivered entry of an identity is due, if any.
-    pub async fn next_outbox_due(&self, identity: &str) -> Result<Option<DateTime<Utc>>> {
-        on_pool!(self, pool => {
-            sqlx::query_scalar(
-                "SELECT MIN(next_attempt_at) FROM outbox \
-                 WHERE identity = $1 AND delivered_at IS NULL AND gave_up_at IS NULL",
-            )
-            .bind(identity)
-            .fetch_one(pool)
-            .await
-        })
-        .op("reading the outbox")
     }
 
     /// Takes or renews the lease `name` for `owner` for `ttl`. Returns whether

@@ -26,6 +26,8 @@ use crate::store::Store;
 
 /// Zulip's long-poll timeout when the server does not say (before feature level 74).
 const DEFAULT_LONGPOLL: Duration = Duration::from_secs(90);
+/// How long messages passed over may wait to be saved in the bookmark.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
 /// Messages per back-fill page.
 const BACKFILL_PAGE: u32 = 200;
 /// Zulip's default maximum message length.
@@ -49,6 +51,8 @@ pub(crate) struct Listener<'a> {
     pub known: HashMap<i64, bool>,
     /// The newest message passed over without a transaction; saved in batches.
     pending_bookmark: Option<i64>,
+    /// Since when `pending_bookmark` has been waiting to be saved.
+    pending_since: Option<std::time::Instant>,
     /// Each sender's messages per minute.
     limiter: crate::chat::SenderLimiter,
     /// The channels the bot is subscribed to (folded name → private), and
@@ -79,6 +83,7 @@ impl<'a> Listener<'a> {
             outbox,
             known: HashMap::new(),
             pending_bookmark: None,
+            pending_since: None,
             limiter: crate::chat::SenderLimiter::new(profile.chat.sender_rate),
             channels: HashMap::new(),
             channels_read: None,
@@ -97,6 +102,8 @@ impl<'a> Listener<'a> {
             all_public_streams: self.profile.zulip.all_public_streams,
         };
         let mut backoff = Backoff::new();
+        // Queues refused before their first poll, across registrations.
+        let mut refused_queues = Backoff::new();
         // Before the first queue exists: anything after the bookmark is
         // back-filled, so nothing falls between the two.
         if !self.ensure_bookmark(shutdown, &mut backoff).await? {
@@ -146,6 +153,7 @@ impl<'a> Listener<'a> {
                 match polled {
                     Ok(events) => {
                         backoff.succeeded();
+                        refused_queues.succeeded();
                         polled_once = true;
                         dont_block = false;
                         for event in events {
@@ -157,14 +165,20 @@ impl<'a> Listener<'a> {
                                 return Ok(());
                             }
                         }
-                        self.flush_bookmark().await;
+                        self.flush_bookmark_if_due().await;
                     }
                     Err(Error::BadEventQueue) => {
-                        tracing::info!(profile = %self.profile.name, "the event queue expired; registering a new one");
                         self.flush_bookmark().await;
+                        if polled_once {
+                            tracing::info!(profile = %self.profile.name, "the event queue expired; registering a new one");
+                            continue 'register;
+                        }
                         // A queue refused before it ever answered: the server
-                        // is in trouble; do not register again in a tight loop.
-                        if !polled_once && !pause(shutdown, backoff.failed()).await {
+                        // is in trouble; register again, but not in a tight
+                        // loop (this backoff outlives the registrations).
+                        let wait = refused_queues.failed();
+                        tracing::warn!(profile = %self.profile.name, wait_ms = wait.as_millis() as u64, refused = refused_queues.failures(), "a new event queue was refused before its first event; registering again after a pause");
+                        if !pause(shutdown, wait).await {
                             return Ok(());
                         }
                         continue 'register;
@@ -311,11 +325,14 @@ impl<'a> Listener<'a> {
     }
 
     async fn flush_bookmark(&mut self) {
-        if let Some(id) = self.pending_bookmark.take()
-            && let Err(error) = self.store.advance_bookmark(self.identity(), id).await
-        {
-            tracing::warn!(%error, "cannot save the bookmark; it is saved with the next message");
-            self.pending_bookmark = Some(id);
+        if let Some(id) = self.pending_bookmark.take() {
+            match self.store.advance_bookmark(self.identity(), id).await {
+                Ok(()) => self.pending_since = None,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot save the bookmark; it is saved with the next message");
+                    self.pending_bookmark = Some(id);
+                }
+            }
         }
     }
 
@@ -324,6 +341,30 @@ impl<'a> Listener<'a> {
             self.pending_bookmark
                 .map_or(message_id, |b| b.max(message_id)),
         );
+        self.pending_since
+            .get_or_insert_with(std::time::Instant::now);
+    }
+
+    /// After a batch of events: the messages passed over (the bot's own
+    /// replies, chatter) are saved in the bookmark at most every
+    /// [`BOOKMARK_EVERY`], not one write each. Losing them in a crash costs
+    /// only reading them again: what was handled is known by message id.
+    async fn flush_bookmark_if_due(&mut self) {
+        if self
+            .pending_since
+            .is_some_and(|since| since.elapsed() >= BOOKMARK_EVERY)
+        {
+            self.flush_bookmark().await;
+        }
+    }
+
+    /// A handled message's transaction moved the bookmark to it: whatever
+    /// was passed over before it is saved with it.
+    fn saved_through(&mut self, message_id: i64) {
+        if self.pending_bookmark.is_some_and(|b| b <= message_id) {
+            self.pending_bookmark = None;
+            self.pending_since = None;
+        }
     }
 
     /// Whether a channel is private (what is captured there stays there).
@@ -503,6 +544,7 @@ impl<'a> Listener<'a> {
                 Ok(Handled::Replied { outbox }) => {
                     tracing::debug!(outbox, "handled");
                     self.outbox.notify_one();
+                    self.saved_through(inbound.message_id);
                     return true;
                 }
                 Ok(Handled::Duplicate) => {

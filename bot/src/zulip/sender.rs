@@ -20,11 +20,16 @@ use crate::backoff::Backoff;
 use crate::store::{Destination, OutboxItem, OutboxKind, Store};
 
 /// How long a sender's lease lasts without renewal (after a crash, another
-/// instance takes over within this). It is renewed right before every
-/// delivery and outlives the request timeout, so a delivery still in flight
-/// is over before another instance may attempt the same entry.
+/// instance takes over within this). A delivery is attempted only while the
+/// lease has more than a request's timeout left ([`LEASE_MARGIN`]), so a
+/// delivery still in flight is over before another instance may attempt the
+/// same entry.
 const LEASE_TTL: Duration = Duration::from_secs(20);
-/// A lease renewed this recently still outlives any request (20 s − 2 s > 15 s).
+/// What the lease must have left when an attempt is recorded: longer than
+/// any request (15 s).
+const LEASE_MARGIN: Duration = Duration::from_secs(16);
+/// A lease renewed this recently still has the margin (20 s − 2 s > 16 s):
+/// renewed before a delivery only when older.
 const LEASE_FRESH: Duration = Duration::from_secs(2);
 /// How often the lease is renewed while idle.
 const LEASE_RENEW: Duration = Duration::from_secs(5);
@@ -53,8 +58,8 @@ fn entry_backoff(attempts: i64) -> Duration {
 /// What a pass over the outbox ended with.
 #[derive(Debug, PartialEq)]
 enum Pass {
-    /// Everything due went out.
-    Drained,
+    /// Everything due went out; the next entry is due then, if any.
+    Drained(Option<chrono::DateTime<chrono::Utc>>),
     /// A delivery failed and is scheduled again; wait before the next pass.
     Retry(Duration),
     /// Another instance holds the lease now.
@@ -112,10 +117,20 @@ impl OutboxSender {
     }
 
     fn lease_is_stale(&self) -> bool {
+        !self.renewed_within(LEASE_FRESH)
+    }
+
+    /// Whether this instance renewed its lease within `age`.
+    fn renewed_within(&self, age: Duration) -> bool {
         self.renewed
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .is_none_or(|at| at.elapsed() > LEASE_FRESH)
+            .is_some_and(|at| at.elapsed() <= age)
+    }
+
+    /// The lease is not (or may not be) this instance's any more.
+    fn forget_lease(&self) {
+        *self.renewed.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// Delivers until `shutdown`, then flushes what it can and releases the lease.
@@ -127,16 +142,25 @@ impl OutboxSender {
         let mut pruned: Option<Instant> = None;
         loop {
             changes.mark_seen();
-            let leader = match self.take_lease().await {
-                Ok(leader) => {
-                    if leader {
-                        self.mark_renewed();
+            // A lease renewed within LEASE_RENEW is held (every delivery
+            // checks it in the database anyway): no query per wake-up.
+            let leader = if self.renewed_within(LEASE_RENEW) {
+                true
+            } else {
+                match self.take_lease().await {
+                    Ok(leader) => {
+                        if leader {
+                            self.mark_renewed();
+                        } else {
+                            self.forget_lease();
+                        }
+                        leader
                     }
-                    leader
-                }
-                Err(error) => {
-                    tracing::error!(%error, "cannot take the outbox lease; retrying");
-                    false
+                    Err(error) => {
+                        tracing::error!(%error, "cannot take the outbox lease; retrying");
+                        self.forget_lease();
+                        false
+                    }
                 }
             };
             let mut wait = LEASE_RENEW;
@@ -158,15 +182,15 @@ impl OutboxSender {
                     pass = self.pass() => pass,
                 };
                 match pass {
-                    Pass::Drained => {
+                    Pass::Drained(next_due) => {
                         backoff.succeeded();
-                        if let Ok(Some(due)) = self.store.next_outbox_due(&self.identity).await {
+                        if let Some(due) = next_due {
                             let until = (due - chrono::Utc::now()).to_std().unwrap_or_default();
                             wait = wait.min(until);
                         }
                     }
                     Pass::Retry(after) => wait = after,
-                    Pass::LostLease => {}
+                    Pass::LostLease => self.forget_lease(),
                     Pass::Fatal(error) => return Err(error),
                 }
             }
@@ -198,7 +222,7 @@ impl OutboxSender {
         let flushed = tokio::time::timeout(FLUSH_DEADLINE, async {
             loop {
                 match self.pass().await {
-                    Pass::Drained => return true,
+                    Pass::Drained(_) => return true,
                     Pass::Retry(wait) if wait < Duration::from_secs(3) => {
                         tokio::time::sleep(wait).await
                     }
@@ -222,8 +246,8 @@ impl OutboxSender {
 
     /// One pass: everything due, replies before reactions, each in id order.
     async fn pass(&self) -> Pass {
-        let mut items = match self.store.due_outbox(&self.identity, BATCH).await {
-            Ok(items) => items,
+        let (mut items, next_due) = match self.store.outbox_heads(&self.identity, BATCH).await {
+            Ok(heads) => (heads.due, heads.next_due),
             Err(error) => {
                 tracing::error!(%error, "cannot read the outbox");
                 return Pass::Retry(Duration::from_secs(2));
@@ -323,7 +347,7 @@ impl OutboxSender {
         }
         match retry {
             Some(wait) => Pass::Retry(wait),
-            None => Pass::Drained,
+            None => Pass::Drained(next_due),
         }
     }
 
@@ -407,13 +431,10 @@ impl OutboxSender {
     async fn attempting(&self, item: &OutboxItem) -> Result<(), Error> {
         match self
             .store
-            .outbox_attempting_under_lease(item.id, &self.lease(), &self.instance, LEASE_TTL)
+            .outbox_attempting_under_lease(item.id, &self.lease(), &self.instance, LEASE_MARGIN)
             .await
         {
-            Ok(true) => {
-                self.mark_renewed();
-                Ok(())
-            }
+            Ok(true) => Ok(()),
             Ok(false) => Err(Error::LeaseLost),
             Err(e) => Err(Error::Transport(format!("cannot record the attempt: {e}"))),
         }

@@ -79,7 +79,28 @@ pub(crate) fn canned(fault: Fault) -> Option<Canned> {
             headers: vec![("retry-after", format_secs(secs))],
         }),
         Fault::Status413Html => Some(html(413, TOO_LARGE_HTML)),
+        Fault::BadEventQueue => Some(json_error(json!({
+            "result": "error",
+            "msg": "Bad event queue ID: injected",
+            "code": "BAD_EVENT_QUEUE_ID",
+            "queue_id": "injected",
+        }))),
+        Fault::BadRequest => Some(json_error(json!({
+            "result": "error",
+            "msg": "Invalid request: injected refusal",
+            "code": "BAD_REQUEST",
+        }))),
         Fault::Hang | Fault::AcceptThenHang => None,
+    }
+}
+
+/// A 400 with a Zulip error body.
+fn json_error(body: serde_json::Value) -> Canned {
+    Canned {
+        status: 400,
+        content_type: "application/json",
+        body: body.to_string(),
+        headers: Vec::new(),
     }
 }
 

@@ -104,6 +104,8 @@ pub enum Route {
     UsersMe,
     /// `DELETE /api/v1/events`.
     DeleteQueue,
+    /// `GET /api/v1/users/{id or email}`.
+    GetUser,
     /// Every request.
     Any,
 }
@@ -125,4 +127,8 @@ pub enum Fault {
     RateLimit(f64),
     /// 413 with an HTML body, as a proxy refusing a body it finds too large.
     Status413Html,
+    /// 400 `BAD_EVENT_QUEUE_ID`, as for a queue the server has forgotten.
+    BadEventQueue,
+    /// 400 `BAD_REQUEST`: a refusal that asking again does not change.
+    BadRequest,
 }

@@ -118,6 +118,7 @@ impl Endpoint {
             Endpoint::AddReaction(_) | Endpoint::RemoveReaction(_) => Some(Route::Reactions),
             Endpoint::UsersMe => Some(Route::UsersMe),
             Endpoint::DeleteEvents => Some(Route::DeleteQueue),
+            Endpoint::User(_) => Some(Route::GetUser),
             _ => None,
         }
     }
