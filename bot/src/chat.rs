@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 
 use crate::commands::{self, BotNames, CommandReply, Invocation, parse_message};
 use crate::profile::{Profile, Role};
-use crate::store::{Destination, NewOutboxItem, OutboxKind, Store, StoreError, Tx};
+use crate::store::{Destination, NewOutboxItem, OutboxItem, OutboxKind, Store, StoreError, Tx};
 
 /// The reaction once a command did what was asked.
 pub const EMOJI_DONE: &str = "check";
@@ -115,8 +115,9 @@ pub enum Handled {
     Ignored,
     /// Handled before (earlier run, back-fill or another instance): nothing done.
     Duplicate,
-    /// Handled now; this many outbox entries wait for delivery.
-    Replied { outbox: usize },
+    /// Handled now; this many outbox entries wait for delivery, `handed`
+    /// of them in the sender's lane.
+    Replied { outbox: usize, handed: usize },
 }
 
 /// Everything the handler needs to know about the bot.
@@ -130,9 +131,128 @@ pub struct ChatContext<'a> {
     pub poster: crate::mirror::Poster,
     /// How many messages each sender may send a minute (Zulip; the shell has none).
     pub limiter: Option<&'a SenderLimiter>,
-    /// Advance the identity's bookmark in the same transaction (Zulip; the
-    /// shell has no stream to resume).
-    pub track_bookmark: bool,
+    /// The sender in this process, if it takes replies straight from the
+    /// handling transaction (Zulip).
+    pub express: Option<&'a ExpressLane>,
+}
+
+/// The short way from the handling transaction to the sender of this
+/// process, for replies nothing else is waiting to send before.
+///
+/// Normally a reply is stored, then the sender reads it back and records its
+/// attempt (each a database round trip) before the request. When this
+/// process's sender holds the outbox lease with time to spare and nothing
+/// is undelivered before the reply in its topic, the handling transaction
+/// stores the reply with its attempt already recorded and hands it over in
+/// memory: the request goes out right after the commit. The lease check in
+/// the same transaction keeps delivery exactly-once; a reply that waits too
+/// long in the lane is gated through the database as usual.
+#[derive(Debug)]
+pub struct ExpressLane {
+    lease: String,
+    owner: String,
+    /// What the lease must have left when a reply is handed over.
+    margin: std::time::Duration,
+    /// Handed over (or about to be) and not settled by the sender: the
+    /// sender's own reading of the outbox leaves these alone.
+    pending: std::sync::Mutex<std::collections::HashSet<i64>>,
+    lane: tokio::sync::mpsc::UnboundedSender<ExpressItem>,
+}
+
+/// A reply handed to the sender; its lease was checked at `stored_at`.
+#[derive(Debug)]
+pub struct ExpressItem {
+    pub item: OutboxItem,
+    pub stored_at: std::time::Instant,
+    /// The undelivered entries before it in its topic when it was stored,
+    /// all in the lane then: it goes out directly only after they did.
+    pub after: Vec<i64>,
+}
+
+impl ExpressLane {
+    /// A lane for the sender holding `lease` as `owner`; the sender reads
+    /// the receiver.
+    pub fn new(
+        lease: String,
+        owner: String,
+        margin: std::time::Duration,
+    ) -> (
+        ExpressLane,
+        tokio::sync::mpsc::UnboundedReceiver<ExpressItem>,
+    ) {
+        let (lane, rx) = tokio::sync::mpsc::unbounded_channel();
+        let express = ExpressLane {
+            lease,
+            owner,
+            margin,
+            pending: std::sync::Mutex::new(std::collections::HashSet::new()),
+            lane,
+        };
+        (express, rx)
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<i64>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether an entry is in the lane (the sender's pass skips it).
+    pub fn is_pending(&self, id: i64) -> bool {
+        self.pending().contains(&id)
+    }
+
+    /// The sender is done with an entry (delivered, failed or given back).
+    pub fn settled(&self, id: i64) {
+        self.pending().remove(&id);
+    }
+}
+
+/// Replies stored for the express lane: handed over after the commit, or
+/// released from the lane's pending set if the transaction never commits.
+struct Reserved<'a> {
+    lane: &'a ExpressLane,
+    items: Vec<OutboxItem>,
+    /// The lane entries before these in their topic.
+    after: Vec<i64>,
+    /// When the lease was checked (the margin counts from then).
+    checked_at: std::time::Instant,
+}
+
+impl Reserved<'_> {
+    /// Hands the replies to the sender; returns how many it took.
+    fn hand_over(mut self) -> usize {
+        let mut handed = 0;
+        for item in std::mem::take(&mut self.items) {
+            let id = item.id;
+            let stored_at = self.checked_at;
+            // Each part comes after the ones before it, too.
+            let after = self.after.clone();
+            self.after.push(id);
+            if self
+                .lane
+                .lane
+                .send(ExpressItem {
+                    item,
+                    stored_at,
+                    after,
+                })
+                .is_ok()
+            {
+                handed += 1;
+            } else {
+                // The sender is gone: the entry waits in the outbox.
+                self.lane.settled(id);
+            }
+        }
+        handed
+    }
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        for item in &self.items {
+            self.lane.settled(item.id);
+        }
+    }
 }
 
 /// Counts each sender's messages per minute: past `chat.sender_rate`, their
@@ -274,14 +394,10 @@ pub async fn handle_message(
     {
         return Ok(Handled::Duplicate);
     }
-    if ctx.track_bookmark {
-        tx.advance_bookmark(&message.identity, message.message_id)
-            .await?;
-    }
     let result = act(&mut tx, ctx, message, &intent).await;
     let outbox = match result {
         Ok(replies) => {
-            let n = enqueue_replies(
+            let stored = enqueue_replies(
                 &mut tx,
                 ctx,
                 message,
@@ -290,7 +406,8 @@ pub async fn handle_message(
             )
             .await?;
             tx.commit().await?;
-            n
+            let handed = stored.express.map_or(0, Reserved::hand_over);
+            (stored.count, handed)
         }
         // A busy database or a lost connection: nothing happened; the
         // transport tries the message again later.
@@ -300,7 +417,8 @@ pub async fn handle_message(
             apologize(ctx, message, &error).await?
         }
     };
-    Ok(Handled::Replied { outbox })
+    let (outbox, handed) = outbox;
+    Ok(Handled::Replied { outbox, handed })
 }
 
 async fn act(
@@ -382,13 +500,22 @@ async fn act(
     }
 }
 
-async fn enqueue_replies(
+/// What [`enqueue_replies`] stored.
+struct Stored<'a> {
+    /// Outbox entries, in all.
+    count: usize,
+    /// The replies to hand to the sender after the commit, if they may go
+    /// out at once.
+    express: Option<Reserved<'a>>,
+}
+
+async fn enqueue_replies<'a>(
     tx: &mut Tx,
-    ctx: &ChatContext<'_>,
+    ctx: &ChatContext<'a>,
     message: &InboundMessage,
     replies: &[CommandReply],
     react: bool,
-) -> Result<usize, StoreError> {
+) -> Result<Stored<'a>, StoreError> {
     // Every command is answered in this very transaction, so no "seen it"
     // reaction goes first: the reply follows at once.
     let react = react && ctx.caps.reactions;
@@ -414,16 +541,58 @@ async fn enqueue_replies(
              e.g. `!status page 2` or `!status <task id>`.)"
         ));
     }
+    let to = message.reply_destination();
+    let mut express = match ctx.express {
+        Some(lane) if !parts.is_empty() => {
+            let checked_at = std::time::Instant::now();
+            let earlier = tx
+                .express_check(
+                    &lane.lease,
+                    &lane.owner,
+                    lane.margin,
+                    identity,
+                    &to.ordering_key(),
+                )
+                .await?;
+            // Whatever is undelivered before in the topic must be in the
+            // lane already (it is first-in, first-out), or the replies wait.
+            earlier
+                .filter(|ids| ids.iter().all(|id| lane.is_pending(*id)))
+                .map(|after| Reserved {
+                    lane,
+                    items: Vec::new(),
+                    after,
+                    checked_at,
+                })
+        }
+        _ => None,
+    };
     for part in parts {
-        tx.enqueue(&NewOutboxItem {
+        let new = NewOutboxItem {
             identity: identity.clone(),
             kind: OutboxKind::Message {
-                to: message.reply_destination(),
+                to: to.clone(),
                 content: part,
             },
             in_reply_to: Some(message.message_id),
-        })
-        .await?;
+        };
+        match &mut express {
+            Some(reserved) => {
+                let id = tx.enqueue_attempted(&new).await?;
+                reserved.lane.pending().insert(id);
+                reserved.items.push(OutboxItem {
+                    id,
+                    identity: new.identity,
+                    kind: new.kind,
+                    in_reply_to: new.in_reply_to,
+                    attempts: 1,
+                    ordering_key: to.ordering_key(),
+                });
+            }
+            None => {
+                tx.enqueue(&new).await?;
+            }
+        }
         count += 1;
     }
     // A reply says everything a ✅ or ❌ would, and costs the same request
@@ -441,7 +610,7 @@ async fn enqueue_replies(
         .await?;
         count += 1;
     }
-    Ok(count)
+    Ok(Stored { count, express })
 }
 
 /// After an internal error: the message is marked handled with a short
@@ -450,7 +619,7 @@ async fn apologize(
     ctx: &ChatContext<'_>,
     message: &InboundMessage,
     error: &StoreError,
-) -> Result<usize, StoreError> {
+) -> Result<(usize, usize), StoreError> {
     let reference = format!("E{:08x}", fastrand::u32(..));
     tracing::error!(reference, message_id = message.message_id, error = %error, "command failed");
     let mut tx = ctx.store.begin_write().await?;
@@ -458,11 +627,7 @@ async fn apologize(
         .mark_processed(&message.identity, message.message_id, "failed")
         .await?
     {
-        return Ok(0);
-    }
-    if ctx.track_bookmark {
-        tx.advance_bookmark(&message.identity, message.message_id)
-            .await?;
+        return Ok((0, 0));
     }
     let reply = CommandReply {
         text: format!(
@@ -470,9 +635,10 @@ async fn apologize(
         ),
         ok: false,
     };
-    let n = enqueue_replies(&mut tx, ctx, message, &[reply], true).await?;
+    let stored = enqueue_replies(&mut tx, ctx, message, &[reply], true).await?;
     tx.commit().await?;
-    Ok(n)
+    let handed = stored.express.map_or(0, Reserved::hand_over);
+    Ok((stored.count, handed))
 }
 
 fn humanize(age: chrono::TimeDelta) -> String {

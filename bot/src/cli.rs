@@ -134,6 +134,18 @@ pub enum PolicyCommand {
         #[arg(long, value_name = "FILE")]
         task: Option<PathBuf>,
     },
+    /// Compiles the plugin on stdin into a compiled-plugin cache (Eagle runs
+    /// this itself, in a child process, so that the compiler's memory is
+    /// never the long-running process's).
+    #[command(hide = true)]
+    CompileIntoCache {
+        /// The plugin's content hash (hex SHA-256).
+        #[arg(long)]
+        sha256: String,
+        /// The cache directory.
+        #[arg(long)]
+        dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -227,6 +239,11 @@ fn harden() {
 pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<ExitCode> {
     if cli.command.is_worker_side() {
         return Ok(run_worker_side(cli, env));
+    }
+    // Plugins are compiled by a short-lived `eagle` of their own: the
+    // compiler's memory never stays with the long-running process.
+    if let Ok(exe) = std::env::current_exe() {
+        crate::policy::compile_in_child_processes(exe);
     }
     let dir = &cli.profiles_dir;
     match cli.command {

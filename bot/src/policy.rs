@@ -24,6 +24,7 @@ use std::fmt;
 use serde::Deserialize;
 
 pub use compose::{Decision, FilterDecision, Outcome};
+pub use engine::{compile_in_child_processes, compile_into_cache};
 pub use plugin::{MAX_PLUGIN_BYTES, PluginError};
 pub use set::{PluginStatus, PolicyHost, SlotState};
 

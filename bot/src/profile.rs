@@ -172,6 +172,9 @@ impl Default for ChatSettings {
     }
 }
 
+/// The most linear memory a plugin may be given (`memory_mib`).
+pub const MAX_PLUGIN_MEMORY_BYTES: usize = 4 << 30;
+
 /// Resource limits for one plugin call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PluginLimits {

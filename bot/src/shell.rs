@@ -128,7 +128,7 @@ where
         },
         poster: mirror.eagle.clone(),
         limiter: None,
-        track_bookmark: false,
+        express: None,
     };
     let people = People {
         owner_fallback: Some(format!("@**{}**", options.login)),

@@ -123,6 +123,15 @@ fn count_fence_lines(text: &str) -> usize {
         .count()
 }
 
+/// The message of a caught panic.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use fake_zulip::{FakeConfig, FakeZulip};
 
-const COMMANDS: usize = 300;
+const COMMANDS: usize = 20;
 const WARM_UP: usize = 20;
 const BURST: usize = 30;
 const COUNTED: usize = 100;
@@ -33,6 +33,47 @@ fn rss_mib(pid: u32) -> f64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Where a process's resident memory is: the binary's own pages, the heap
+/// (anonymous mappings) and the rest, in MiB, from `/proc/<pid>/smaps`.
+fn memory_breakdown(pid: u32) -> String {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let (mut binary, mut anon, mut other) = (0u64, 0u64, 0u64);
+    let mut name = String::new();
+    let mut biggest: Vec<(u64, String)> = Vec::new();
+    for line in smaps.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields
+            .first()
+            .is_some_and(|f| f.contains('-') && !f.ends_with(':'))
+        {
+            name = fields.get(5).copied().unwrap_or("[anon]").to_owned();
+        } else if fields.first() == Some(&"Rss:") {
+            let kb: u64 = fields.get(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+            if name.ends_with("/eagle") {
+                binary += kb;
+            } else if name == "[anon]" || name == "[heap]" {
+                anon += kb;
+                biggest.push((kb, name.clone()));
+            } else {
+                other += kb;
+            }
+        }
+    }
+    biggest.sort_unstable_by(|a, b| b.cmp(a));
+    let top: Vec<String> = biggest
+        .iter()
+        .take(5)
+        .map(|(kb, _)| format!("{:.1}", *kb as f64 / 1024.0))
+        .collect();
+    format!(
+        "binary {:.1} MiB, heap and anonymous {:.1} MiB (largest mappings: {}), other {:.1} MiB",
+        binary as f64 / 1024.0,
+        anon as f64 / 1024.0,
+        top.join(", "),
+        other as f64 / 1024.0
+    )
 }
 
 fn ms(d: Duration) -> f64 {
@@ -245,6 +286,7 @@ async fn run() {
         "eagle run RSS: {rss_first_start:.1} MiB after a first start (empty data directory), {rss_idle:.1} MiB idle after {} commands",
         WARM_UP + COMMANDS
     );
+    println!("  {}", memory_breakdown(eagle.pid()));
 
     // 2: a burst under 20 requests per 10 s.
     let window = Duration::from_secs(10);
@@ -290,7 +332,7 @@ async fn run() {
     let eagle = Eagle::start(
         &realm.fake,
         &realm.fake.api_key(realm.eagle),
-        "warn,sqlx::query=debug",
+        "warn,sqlx::query=debug,eagle=debug",
         Some(&log),
     );
     wait_listening(&realm.fake, realm.eagle).await;
@@ -318,6 +360,7 @@ async fn run() {
     );
     drop(eagle);
     let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::write("/tmp/eagle-sql.log", &text);
     let counted: Vec<&str> = text
         .lines()
         .skip(lines_before)

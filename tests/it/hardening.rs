@@ -203,10 +203,10 @@ async fn two_instances_on_postgres_under_a_tight_rate_limit_answer_each_command_
     let a = Running::start(&home, "eagle");
     let b = Running::start(&home, "eagle");
     realm.wait_listening(realm.eagle, 2).await;
-    // A window well past the outbox lease (20 s): the sending instance
+    // A window well past the outbox lease (30 s): the sending instance
     // waits in its pacer past the lease, and the other must not take over
     // the reply it is about to send.
-    realm.fake.set_rate_limit(&[(Duration::from_secs(30), 12)]);
+    realm.fake.set_rate_limit(&[(Duration::from_secs(40), 12)]);
     const COMMANDS: usize = 15;
     for i in 1..=COMMANDS {
         realm
@@ -358,5 +358,46 @@ async fn a_refusal_that_asking_again_cannot_change_stops_eagle_with_a_clear_mess
         .filter(|r| r.path == "/api/v1/register")
         .count();
     assert_eq!(registers, 5, "{log}");
+    realm.fake.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_in_one_topic_keep_their_order_through_a_failed_delivery() {
+    let realm = Realm::start().await;
+    let home = realm.home();
+    let eagle = Running::start(&home, "eagle");
+    realm.wait_listening(realm.eagle, 1).await;
+    // The first reply's request hangs until it times out; the second is
+    // stored meanwhile, and must wait for the first one's retry.
+    realm.fake.inject(Route::SendMessage, Fault::Hang, 1);
+    realm
+        .fake
+        .post(realm.alex, "general", "order", "!queue first");
+    realm
+        .fake
+        .post(realm.alex, "general", "order", "!queue second");
+    let replies = realm
+        .fake
+        .wait_until(LONG_WAIT, |f| {
+            f.messages_in("general", "order")
+                .iter()
+                .filter(|m| m.sender_id == realm.eagle)
+                .count()
+                >= 2
+        })
+        .await;
+    assert!(replies);
+    let (code, log) = eagle.stop();
+    assert_eq!(code, Some(0), "{log}");
+    let replies: Vec<String> = realm
+        .replies("general", "order")
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(
+        replies,
+        ["Queued task #1: first", "Queued task #2: second"],
+        "{log}"
+    );
     realm.fake.assert_clean();
 }

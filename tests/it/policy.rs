@@ -1129,3 +1129,64 @@ fn a_plugin_cannot_forge_lines_in_what_eagle_prints() {
     let sha = content_hash(&std::fs::read(&forger).unwrap());
     assert!(stdout.contains(&format!("sha256:{sha}")), "{stdout}");
 }
+
+/// Runs `eagle policy compile-into-cache` with `bytes` on its stdin.
+fn compile_into_cache(home: &Home, sha: &str, dir: &Path, bytes: &[u8]) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = home
+        .command(&["policy", "compile-into-cache", "--sha256", sha, "--dir"])
+        .arg(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn plugins_are_compiled_by_a_child_process_into_the_verified_cache() {
+    let home = Home::new();
+    let wasm = std::fs::read(builtin_file("default-approval")).unwrap();
+    let sha = content_hash(&wasm);
+    let cache = tempfile::tempdir().unwrap();
+    let artefacts = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "cwasm")
+            })
+            .count()
+    };
+    // Bytes that are not what the hash names are refused, and nothing is stored.
+    let out = compile_into_cache(&home, &"0".repeat(64), cache.path(), &wasm);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(stderr.contains("does not have the hash given"), "{stderr}");
+    assert_eq!(artefacts(cache.path()), 0);
+    // The right hash: one artefact, with its keyed record.
+    let out = compile_into_cache(&home, &sha, cache.path(), &wasm);
+    assert!(out.status.success(), "{}", text(&out).1);
+    assert_eq!(artefacts(cache.path()), 1);
+    // A library user (no child processes) loads what the child compiled.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let host = runtime
+        .block_on(PolicyHost::load(
+            &settings(Path::new("."), vec![builtin("default-approval", "{}")]),
+            Some(cache.path().to_path_buf()),
+        ))
+        .unwrap();
+    assert_eq!(host.plugins()[0].state, "ready (cached)");
+    // `eagle policy list` on a fresh profile compiles (in a child) and the
+    // next run finds the verified artefacts.
+    home.run(&["policy", "list"], "");
+    let out = home.run(&["policy", "list"], "");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout.matches("ready (cached)").count(), 2, "{stdout}");
+}

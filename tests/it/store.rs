@@ -379,6 +379,19 @@ async fn bookmarks_only_move_forward(db: Db) {
     assert_eq!(bookmark.queue_id.as_deref(), Some("q-1"));
     assert_eq!(bookmark.last_event_id, Some(7));
     assert_eq!(store.bookmark("executor").await.unwrap(), None);
+    // A handled message counts without a write to the bookmark; another
+    // identity's does not.
+    let mut tx = store.begin_write().await.unwrap();
+    assert!(tx.mark_processed("eagle", 170, "commands").await.unwrap());
+    assert!(
+        tx.mark_processed("executor", 900, "commands")
+            .await
+            .unwrap()
+    );
+    tx.commit().await.unwrap();
+    let bookmark = store.bookmark("eagle").await.unwrap().unwrap();
+    assert_eq!(bookmark.last_message_id, 170);
+    assert_eq!(bookmark.queue_id.as_deref(), Some("q-1"));
 }
 
 async fn uncommitted_work_is_rolled_back(db: Db) {

@@ -509,14 +509,18 @@ async fn a_crash_before_the_reply_is_confirmed_loses_and_doubles_nothing() {
     realm
         .fake
         .post(realm.alex, "general", "crash", "!queue and another");
+    // The attempt is made, and hangs (status 0: no answer yet).
     let saw_attempt = realm
         .fake
         .wait_until(WAIT, |f| {
-            f.requests()
-                .iter()
-                .filter(|r| r.method == "POST" && r.path == "/api/v1/messages")
-                .count()
-                >= 2
+            f.requests().iter().any(|r| {
+                r.method == "POST"
+                    && r.path == "/api/v1/messages"
+                    && r.status == 0
+                    && r.params
+                        .get("content")
+                        .is_some_and(|c| c.contains("and another"))
+            })
         })
         .await;
     assert!(saw_attempt);
@@ -536,7 +540,10 @@ async fn a_crash_before_the_reply_is_confirmed_loses_and_doubles_nothing() {
         [
             "Queued task #1: survive a crash",
             "Queued task #2: and another"
-        ]
+        ],
+        "{:#?}\n{}",
+        realm.replies("general", "crash"),
+        eagle.log()
     );
     let (code, log) = eagle.stop();
     assert_eq!(code, Some(0), "{log}");

@@ -21,6 +21,19 @@ pub async fn run(
     env: &BTreeMap<String, String>,
 ) -> anyhow::Result<ExitCode> {
     match command {
+        PolicyCommand::CompileIntoCache { sha256, dir } => {
+            let mut input = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(
+                    std::io::stdin(),
+                    crate::policy::MAX_PLUGIN_BYTES as u64 + 1,
+                ),
+                &mut input,
+            )
+            .context("reading the plugin from standard input")?;
+            crate::policy::compile_into_cache(&input, &sha256, &dir)?;
+            Ok(ExitCode::SUCCESS)
+        }
         PolicyCommand::List(profile) => {
             let profile = super::load(dir, &profile.profile, env)?;
             let host = PolicyHost::for_profile(&profile).await?;

@@ -13,9 +13,72 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// The most wasm stack a plugin call may use; deeper recursion traps.
 const MAX_WASM_STACK: usize = 512 << 10;
 
+/// Plugin calls that may run at once: the pool's size (more wait for a slot).
+pub const POOL_SLOTS: u32 = 32;
+
+fn pool() -> wasmtime::PoolingAllocationConfig {
+    let mut pool = wasmtime::PoolingAllocationConfig::new();
+    pool.total_component_instances(POOL_SLOTS)
+        .max_core_instances_per_component(16)
+        .total_core_instances(POOL_SLOTS * 8)
+        .max_memories_per_component(8)
+        .total_memories(POOL_SLOTS * 2)
+        .max_tables_per_component(16)
+        .total_tables(POOL_SLOTS * 8)
+        // The largest memory a plugin may be given (`memory_mib`).
+        .max_memory_size(crate::profile::MAX_PLUGIN_MEMORY_BYTES)
+        .linear_memory_keep_resident(LINEAR_MEMORY_KEEP_RESIDENT)
+        .table_keep_resident(16 << 10);
+    pool
+}
+
+/// Bytes of each pooled memory reset with `memset` rather than given back
+/// (and faulted in again by the next call).
+const LINEAR_MEMORY_KEEP_RESIDENT: usize = 256 << 10;
+
+/// A counting semaphore over the pool's slots, for the blocking threads
+/// that run plugin calls: a call waits for a slot rather than fail.
+#[derive(Debug)]
+pub struct Slots {
+    free: std::sync::Mutex<u32>,
+    freed: std::sync::Condvar,
+}
+
+impl Slots {
+    pub fn new(count: u32) -> Slots {
+        Slots {
+            free: std::sync::Mutex::new(count),
+            freed: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Takes a slot until the guard is dropped.
+    pub fn take(&self) -> SlotGuard<'_> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
+        }
+        *free -= 1;
+        SlotGuard { slots: self }
+    }
+}
+
+pub struct SlotGuard<'a> {
+    slots: &'a Slots,
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        *self.slots.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.slots.freed.notify_one();
+    }
+}
+
 /// The engine plus what keeps its clock ticking.
 pub struct PolicyEngine {
     pub engine: Engine,
+    /// The instance slots plugin calls share.
+    pub slots: Arc<Slots>,
     /// Identifies compiled artefacts this engine can load.
     pub engine_key: String,
     _ticker: Arc<()>,
@@ -29,7 +92,19 @@ impl PolicyEngine {
             .consume_fuel(true)
             .epoch_interruption(true)
             .max_wasm_stack(MAX_WASM_STACK);
-        let engine = Engine::new(&config)?;
+        // Every call gets a fresh instance. From a pool of slots mapped once,
+        // with the first pages of each memory reset by `memset`, that costs
+        // microseconds; from fresh mappings, a hundred or more.
+        let mut pooled = config.clone();
+        pooled.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool()));
+        let engine = match Engine::new(&pooled) {
+            Ok(engine) => engine,
+            Err(error) => {
+                // E.g. a tight `ulimit -v`: the pool reserves address space.
+                tracing::warn!(%error, "cannot reserve the plugin instance pool; allocating per call");
+                Engine::new(&config)?
+            }
+        };
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let engine_key = format!("{:016x}", hasher.finish());
@@ -37,6 +112,7 @@ impl PolicyEngine {
         spawn_ticker(engine.clone(), Arc::downgrade(&alive));
         Ok(PolicyEngine {
             engine,
+            slots: Arc::new(Slots::new(POOL_SLOTS)),
             engine_key,
             _ticker: alive,
         })
@@ -63,10 +139,25 @@ impl PolicyEngine {
             }
         });
         let name = format!("{sha256}-{}", self.engine_key);
-        if let Some(cache) = &cache
-            && let Some(component) = cache.load(&self.engine, &name)
-        {
-            return Ok((component, CompileSource::Cache));
+        if let Some(cache) = &cache {
+            if let Some(component) = cache.load(&self.engine, &name) {
+                return Ok((component, CompileSource::Cache));
+            }
+            // Compiling takes far more memory than the compiled code: a
+            // child process does it, and this one loads the result.
+            if let Some(exe) = COMPILER.get() {
+                match compile_in_child(exe, bytes, sha256, &cache.dir) {
+                    Ok(()) => match cache.load(&self.engine, &name) {
+                        Some(component) => return Ok((component, CompileSource::Compiled)),
+                        None => tracing::warn!(
+                            "a plugin compiled in a child process did not load; compiling it here"
+                        ),
+                    },
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot compile a plugin in a child process; compiling it here")
+                    }
+                }
+            }
         }
         let component = Component::new(&self.engine, bytes)?;
         if let Some(cache) = &cache
@@ -76,6 +167,64 @@ impl PolicyEngine {
         }
         Ok((component, CompileSource::Compiled))
     }
+}
+
+/// The executable that compiles plugins into the cache in a child process
+/// (`eagle policy compile-into-cache`), if set.
+static COMPILER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Compiles plugins in child processes of `exe` (Eagle's own binary) from
+/// now on, so that this process never holds the compiler's memory. Without
+/// it (in tests, in a library), plugins compile in-process.
+pub fn compile_in_child_processes(exe: PathBuf) {
+    let _ = COMPILER.set(exe);
+}
+
+/// Runs `exe policy compile-into-cache` with the plugin on its stdin.
+fn compile_in_child(exe: &Path, bytes: &[u8], sha256: &str, dir: &Path) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(exe)
+        .args(["policy", "compile-into-cache", "--sha256", sha256, "--dir"])
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let written = child
+        .stdin
+        .take()
+        .map(|mut stdin| stdin.write_all(bytes))
+        .unwrap_or(Ok(()));
+    let output = child.wait_with_output()?;
+    written?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        anyhow::bail!(
+            "{} ({})",
+            output.status,
+            crate::text::one_line(stderr.trim(), 300)
+        );
+    }
+    Ok(())
+}
+
+/// `eagle policy compile-into-cache`: compiles the component on `input`,
+/// whose content hash must be `sha256`, into the cache in `dir`.
+pub fn compile_into_cache(input: &[u8], sha256: &str, dir: &Path) -> anyhow::Result<()> {
+    if input.len() > super::MAX_PLUGIN_BYTES {
+        anyhow::bail!(
+            "the plugin is larger than {} bytes",
+            super::MAX_PLUGIN_BYTES
+        );
+    }
+    if super::content_hash(input) != sha256 {
+        anyhow::bail!("the plugin's content does not have the hash given");
+    }
+    let engine = PolicyEngine::new()?;
+    let cache = Cache::open(dir)?;
+    let component = Component::new(&engine.engine, input)?;
+    cache.store(&component, &format!("{sha256}-{}", engine.engine_key))
 }
 
 /// Whether a component came from the cache or was compiled now.

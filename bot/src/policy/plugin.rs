@@ -252,6 +252,8 @@ pub struct LoadedPlugin {
     pub compiled: CompileSource,
     pre: PluginPre<CallState>,
     engine: wasmtime::Engine,
+    /// The engine's instance slots (a call holds one).
+    slots: std::sync::Arc<super::engine::Slots>,
     breaker: Mutex<Breaker>,
 }
 
@@ -428,6 +430,7 @@ impl LoadedPlugin {
             compiled,
             pre,
             engine: wasm.clone(),
+            slots: std::sync::Arc::clone(&engine.slots),
             breaker: Mutex::new(Breaker::default()),
         };
         let metadata =
@@ -446,6 +449,7 @@ impl LoadedPlugin {
         &self,
         f: impl FnOnce(&mut Store<CallState>, &Plugin) -> wasmtime::Result<R>,
     ) -> Result<R, PluginError> {
+        let _slot = self.slots.take();
         let mut store = Store::new(
             &self.engine,
             CallState::new(&self.identity.name, self.limits),
@@ -599,6 +603,7 @@ impl LoadedPlugin {
             fuel: u64::MAX / 2,
             ..self.limits
         };
+        let _slot = self.slots.take();
         let mut store = Store::new(&self.engine, CallState::new(&self.identity.name, limits));
         store.limiter(|state| state);
         store.set_epoch_deadline(u64::MAX / 2);

@@ -695,8 +695,9 @@ fn plugin_spec(raw: RawPlugin) -> Result<PluginSpec, String> {
     let memory_mib = raw
         .memory_mib
         .unwrap_or((defaults.memory_bytes >> 20) as u64);
-    if !(1..=4096).contains(&memory_mib) {
-        return Err(format!("memory_mib {memory_mib} is outside 1..=4096"));
+    let max_mib = (super::MAX_PLUGIN_MEMORY_BYTES >> 20) as u64;
+    if !(1..=max_mib).contains(&memory_mib) {
+        return Err(format!("memory_mib {memory_mib} is outside 1..={max_mib}"));
     }
     let timeout_ms = raw
         .timeout_ms

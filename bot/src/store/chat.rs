@@ -212,6 +212,67 @@ impl Tx {
 
     /// Stores a reply, reaction or edit for delivery.
     pub async fn enqueue(&mut self, item: &NewOutboxItem) -> Result<i64> {
+        self.insert_outbox(item, false).await
+    }
+
+    /// Stores a reply with its first attempt recorded: the caller hands it
+    /// to the sender of its process, which sends it at once (see
+    /// [`crate::chat::ExpressLane`]).
+    pub async fn enqueue_attempted(&mut self, item: &NewOutboxItem) -> Result<i64> {
+        self.insert_outbox(item, true).await
+    }
+
+    /// Whether replies in `ordering_key` may be handed straight to the
+    /// sender: `None` unless `owner` holds the outbox lease `lease` with at
+    /// least `margin` left; else the undelivered entries before them in the
+    /// topic (usually none).
+    pub async fn express_check(
+        &mut self,
+        lease: &str,
+        owner: &str,
+        margin: std::time::Duration,
+        identity: &str,
+        ordering_key: &str,
+    ) -> Result<Option<Vec<i64>>> {
+        // One round trip: no row if the lease is not held with the margin
+        // (by the database's clock on PostgreSQL, where instances run on
+        // several hosts; the one host's on SQLite), else one row per
+        // undelivered entry before (a NULL id for none).
+        const EARLIER: &str = "LEFT JOIN outbox AS o ON o.identity = $3 AND o.ordering_key = $4 \
+             AND o.delivered_at IS NULL AND o.gave_up_at IS NULL ORDER BY o.id";
+        let rows: Vec<Option<i64>> =
+            match &mut self.inner {
+                super::TxInner::Postgres(tx) => sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                    "SELECT o.id FROM (SELECT 1 AS held FROM leases WHERE name = $1 AND owner = $2 \
+                 AND expires_at > now() + make_interval(secs => $5)) AS l {EARLIER}"
+                )))
+                .bind(lease)
+                .bind(owner)
+                .bind(identity)
+                .bind(ordering_key)
+                .bind(margin.as_secs_f64())
+                .fetch_all(&mut **tx)
+                .await,
+                super::TxInner::Sqlite(tx) => sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                    "SELECT o.id FROM (SELECT 1 AS held FROM leases WHERE name = $1 AND owner = $2 \
+                 AND expires_at > $5) AS l {EARLIER}"
+                )))
+                .bind(lease)
+                .bind(owner)
+                .bind(identity)
+                .bind(ordering_key)
+                .bind(super::now() + super::runs::delta(margin))
+                .fetch_all(&mut **tx)
+                .await,
+            }
+            .op("checking the outbox lease")?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(rows.into_iter().flatten().collect()))
+    }
+
+    async fn insert_outbox(&mut self, item: &NewOutboxItem, attempted: bool) -> Result<i64> {
         let now = super::now();
         let (kind, channel, topic, dm, content, target, key) = match &item.kind {
             OutboxKind::Message { to, content } => {
@@ -269,8 +330,8 @@ impl Tx {
         on_tx!(self, conn => {
             sqlx::query_scalar(
                 "INSERT INTO outbox (identity, created_at, kind, channel, topic, dm_user_ids, \
-                 content, target_message_id, ordering_key, next_attempt_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2) RETURNING id",
+                 content, target_message_id, ordering_key, next_attempt_at, attempts, last_attempt_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2, $10, $11) RETURNING id",
             )
             .bind(&item.identity)
             .bind(now)
@@ -281,6 +342,8 @@ impl Tx {
             .bind(content)
             .bind(target)
             .bind(key)
+            .bind(i64::from(attempted))
+            .bind(attempted.then_some(now))
             .fetch_one(conn)
             .await
         })
@@ -657,14 +720,31 @@ impl Store {
 
     /// An identity's bookmark, if it has one.
     pub async fn bookmark(&self, identity: &str) -> Result<Option<Bookmark>> {
-        let row: Option<(i64, Option<String>, Option<i64>)> = on_pool!(self, pool => {
-            sqlx::query_as(
-                "SELECT last_message_id, queue_id, last_event_id FROM event_bookmarks WHERE identity = $1",
+        // A handled message is not written to the bookmark (one statement
+        // less per message): the newest one handled counts as well. Messages
+        // are decided in order, so everything before it was decided too.
+        const NEWEST: &str = "b.last_message_id, COALESCE((SELECT MAX(p.message_id) FROM processed_messages AS p \
+             WHERE p.identity = b.identity), 0)";
+        let sql = |greatest: &str| {
+            format!(
+                "SELECT {greatest}({NEWEST}), b.queue_id, b.last_event_id \
+                 FROM event_bookmarks AS b WHERE b.identity = $1"
             )
-            .bind(identity)
-            .fetch_optional(pool)
-            .await
-        })
+        };
+        let row: Option<(i64, Option<String>, Option<i64>)> = match &self.pool {
+            super::Pool::Postgres(pool) => {
+                sqlx::query_as(sqlx::AssertSqlSafe(sql("GREATEST")))
+                    .bind(identity)
+                    .fetch_optional(pool)
+                    .await
+            }
+            super::Pool::Sqlite(pool) => {
+                sqlx::query_as(sqlx::AssertSqlSafe(sql("MAX")))
+                    .bind(identity)
+                    .fetch_optional(pool)
+                    .await
+            }
+        }
         .op("reading a bookmark")?;
         Ok(
             row.map(|(last_message_id, queue_id, last_event_id)| Bookmark {

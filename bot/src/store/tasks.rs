@@ -359,25 +359,25 @@ impl Tx {
 
     /// Tasks and runs counted by status and state.
     pub async fn status_counts(&mut self) -> Result<StatusCounts> {
-        let tasks: Vec<(String, i64)> = on_tx!(self, conn => {
-            sqlx::query_as("SELECT status, COUNT(*) FROM executor_queue GROUP BY status ORDER BY status")
-                .fetch_all(conn)
-                .await
+        // One round trip: both tables, told apart by the first column.
+        let rows: Vec<(String, String, i64)> = on_tx!(self, conn => {
+            sqlx::query_as(
+                "SELECT 'task', status, COUNT(*) FROM executor_queue GROUP BY status \
+                 UNION ALL SELECT 'run', state, COUNT(*) FROM executor_runs GROUP BY state",
+            )
+            .fetch_all(conn)
+            .await
         })
-        .op("counting tasks")?;
-        let runs: Vec<(String, i64)> = on_tx!(self, conn => {
-            sqlx::query_as("SELECT state, COUNT(*) FROM executor_runs GROUP BY state ORDER BY state")
-                .fetch_all(conn)
-                .await
-        })
-        .op("counting runs")?;
+        .op("counting tasks and runs")?;
+        let (tasks, runs): (Vec<_>, Vec<_>) =
+            rows.into_iter().partition(|(table, _, _)| table == "task");
+        let tasks = tasks.into_iter().map(|(_, s, n)| (s, n));
+        let runs = runs.into_iter().map(|(_, s, n)| (s, n));
         let mut counts = StatusCounts {
             tasks: tasks
-                .into_iter()
                 .map(|(s, n)| Ok((TaskStatus::try_from(s)?, n)))
                 .collect::<Result<_>>()?,
             runs: runs
-                .into_iter()
                 .map(|(s, n)| Ok((RunState::try_from(s)?, n)))
                 .collect::<Result<_>>()?,
         };

@@ -65,15 +65,20 @@ pub async fn run(
         creds.site
     );
     let wake = Arc::new(Notify::new());
+    let instance = crate::host::instance_name();
+    let (express, lane) = super::sender::express_lane(&profile.name, &instance);
+    let express = Arc::new(express);
     let sender = OutboxSender {
         client: Arc::clone(&client),
         store: store.clone(),
         identity: profile.name.clone(),
         me: me.user_id,
-        instance: crate::host::instance_name(),
+        instance,
         wake: Arc::clone(&wake),
         renewed: std::sync::Mutex::new(None),
         retention: profile.zulip.retention,
+        express: Arc::clone(&express),
+        unsent: std::sync::Mutex::new(std::collections::HashSet::new()),
     };
     // The sender outlives the listener: on shutdown it flushes what the
     // listener's last messages left in the outbox.
@@ -84,7 +89,7 @@ pub async fn run(
     let sender_task = {
         let (sender_stop, listen_stop) = (sender_stop.clone(), listen_stop.clone());
         tokio::spawn(async move {
-            let result = sender.run(sender_stop).await;
+            let result = sender.run(lane, sender_stop).await;
             if result.is_err() {
                 listen_stop.cancel();
             }
@@ -93,7 +98,7 @@ pub async fn run(
     };
     // Replies a previous run left undelivered go out now.
     wake.notify_one();
-    let mut listener = Listener::new(&client, store, profile, me, Arc::clone(&wake));
+    let mut listener = Listener::new(&client, store, profile, me, Arc::clone(&wake), express);
     let listened = listener.run(&listen_stop).await;
     sender_stop.cancel();
     let sent = sender_task.await;

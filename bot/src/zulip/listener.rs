@@ -50,6 +50,8 @@ pub(crate) struct Listener<'a> {
     /// Whether each sender is a bot (bots other than the executor are ignored).
     pub known: HashMap<i64, bool>,
     /// The newest message passed over without a transaction; saved in batches.
+    /// The sender's lane, for replies that may go out at once.
+    express: Arc<crate::chat::ExpressLane>,
     pending_bookmark: Option<i64>,
     /// Since when `pending_bookmark` has been waiting to be saved.
     pending_since: Option<std::time::Instant>,
@@ -69,6 +71,7 @@ impl<'a> Listener<'a> {
         profile: &'a Profile,
         me: User,
         outbox: Arc<Notify>,
+        express: Arc<crate::chat::ExpressLane>,
     ) -> Self {
         let bot = BotNames {
             full_name: me.full_name.clone(),
@@ -81,6 +84,7 @@ impl<'a> Listener<'a> {
             me,
             bot,
             outbox,
+            express,
             known: HashMap::new(),
             pending_bookmark: None,
             pending_since: None,
@@ -536,14 +540,16 @@ impl<'a> Listener<'a> {
                 channel: self.profile.executor_channel.clone(),
             },
             limiter: Some(&self.limiter),
-            track_bookmark: true,
+            express: Some(&self.express),
         };
         let mut backoff = Backoff::new();
         loop {
             match handle_message(&ctx, &inbound).await {
-                Ok(Handled::Replied { outbox }) => {
-                    tracing::debug!(outbox, "handled");
-                    self.outbox.notify_one();
+                Ok(Handled::Replied { outbox, handed }) => {
+                    tracing::debug!(outbox, handed, "handled");
+                    if outbox > handed {
+                        self.outbox.notify_one();
+                    }
                     self.saved_through(inbound.message_id);
                     return true;
                 }

@@ -16,23 +16,27 @@ use tokio_util::sync::CancellationToken;
 use super::Error;
 use super::client::Client;
 use super::types::{Anchor, NarrowTerm};
-use crate::backoff::Backoff;
+use crate::chat::{ExpressItem, ExpressLane};
 use crate::store::{Destination, OutboxItem, OutboxKind, Store};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 /// How long a sender's lease lasts without renewal (after a crash, another
 /// instance takes over within this). A delivery is attempted only while the
 /// lease has more than a request's timeout left ([`LEASE_MARGIN`]), so a
 /// delivery still in flight is over before another instance may attempt the
 /// same entry.
-const LEASE_TTL: Duration = Duration::from_secs(20);
+const LEASE_TTL: Duration = Duration::from_secs(30);
 /// What the lease must have left when an attempt is recorded: longer than
 /// any request (15 s).
 const LEASE_MARGIN: Duration = Duration::from_secs(16);
-/// A lease renewed this recently still has the margin (20 s − 2 s > 16 s):
+/// A lease renewed this recently still has the margin (30 s − 10 s > 16 s):
 /// renewed before a delivery only when older.
-const LEASE_FRESH: Duration = Duration::from_secs(2);
+const LEASE_FRESH: Duration = Duration::from_secs(10);
 /// How often the lease is renewed while idle.
 const LEASE_RENEW: Duration = Duration::from_secs(5);
+/// How long after its lease check a lane entry may be sent without
+/// another: LEASE_MARGIN − EXPRESS_WINDOW still outlasts a request.
+const EXPRESS_WINDOW: Duration = Duration::from_millis(500);
 /// Entries read per pass.
 const BATCH: i64 = 100;
 /// How long shutdown waits for the outbox to drain.
@@ -53,6 +57,20 @@ fn entry_backoff(attempts: i64) -> Duration {
         .powi(attempts.clamp(1, 20) as i32)
         .min(MAX_ENTRY_WAIT.as_secs_f64());
     Duration::from_secs_f64(base * (0.75 + fastrand::f64() / 2.0)).min(MAX_ENTRY_WAIT)
+}
+
+/// What became of one entry.
+#[derive(Debug)]
+enum Step {
+    Delivered,
+    /// Failed; scheduled again after this long (its topic waits).
+    Retry(Duration),
+    /// Refused for good, recorded.
+    GaveUp,
+    LostLease,
+    Fatal(Error),
+    /// The database could not record the outcome: pause the pass.
+    Trouble,
 }
 
 /// What a pass over the outbox ended with.
@@ -80,11 +98,28 @@ pub(crate) struct OutboxSender {
     pub renewed: std::sync::Mutex<Option<Instant>>,
     /// How long handled messages and delivered replies are kept.
     pub retention: Duration,
+    /// Replies the listener hands over directly (see [`ExpressLane`]).
+    pub express: Arc<ExpressLane>,
+    /// Lane entries that did not go out through the lane.
+    pub unsent: std::sync::Mutex<std::collections::HashSet<i64>>,
+}
+
+/// The lane from the listener to the sender of `identity` in this process,
+/// whose lease `instance` holds when it delivers.
+pub(crate) fn express_lane(
+    identity: &str,
+    instance: &str,
+) -> (ExpressLane, UnboundedReceiver<ExpressItem>) {
+    ExpressLane::new(lease_name(identity), instance.to_owned(), LEASE_MARGIN)
+}
+
+fn lease_name(identity: &str) -> String {
+    format!("outbox:{identity}")
 }
 
 impl OutboxSender {
     fn lease(&self) -> String {
-        format!("outbox:{}", self.identity)
+        lease_name(&self.identity)
     }
 
     /// Takes or renews the lease; takes over at once from a holder that died
@@ -133,13 +168,22 @@ impl OutboxSender {
         *self.renewed.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
-    /// Delivers until `shutdown`, then flushes what it can and releases the lease.
-    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
-        let mut backoff = Backoff::new();
+    /// Delivers until `shutdown`, then flushes what it can and releases the
+    /// lease. `lane` brings the replies the listener hands over directly.
+    pub async fn run(
+        self,
+        mut lane: UnboundedReceiver<ExpressItem>,
+        shutdown: CancellationToken,
+    ) -> Result<(), Error> {
         // Posts about runs come from the runner and the decider, in this
         // process or another: a change in the database wakes the sender.
         let mut changes = self.store.changes();
         let mut pruned: Option<Instant> = None;
+        // Whether the next pass reads the outbox (not only the lane), and
+        // when it must at the latest.
+        let mut read_outbox = true;
+        let mut read_by = tokio::time::Instant::now();
+        let mut handed: Vec<ExpressItem> = Vec::new();
         loop {
             changes.mark_seen();
             // A lease renewed within LEASE_RENEW is held (every delivery
@@ -163,7 +207,6 @@ impl OutboxSender {
                     }
                 }
             };
-            let mut wait = LEASE_RENEW;
             if leader && pruned.is_none_or(|at| at.elapsed() >= Duration::from_secs(3600)) {
                 pruned = Some(Instant::now());
                 match self.store.prune(&self.identity, self.retention).await {
@@ -174,16 +217,25 @@ impl OutboxSender {
                     Err(error) => tracing::warn!(%error, "cannot prune old messages"),
                 }
             }
-            if leader {
+            while let Ok(item) = lane.try_recv() {
+                handed.push(item);
+            }
+            read_outbox |= tokio::time::Instant::now() >= read_by;
+            // The lane's replies were checked against the lease when they
+            // were stored: they go out even if this instance's view of its
+            // lease is stale (the gate decides).
+            let full = leader && read_outbox;
+            if full || !handed.is_empty() {
                 let pass = tokio::select! {
                     // A delivery cut short is recorded as attempted: the next
                     // start looks for it before sending again.
                     _ = shutdown.cancelled() => break,
-                    pass = self.pass() => pass,
+                    pass = self.pass(std::mem::take(&mut handed), full) => pass,
                 };
+                let now = tokio::time::Instant::now();
+                let mut wait = LEASE_RENEW;
                 match pass {
                     Pass::Drained(next_due) => {
-                        backoff.succeeded();
                         if let Some(due) = next_due {
                             let until = (due - chrono::Utc::now()).to_std().unwrap_or_default();
                             wait = wait.min(until);
@@ -193,15 +245,29 @@ impl OutboxSender {
                     Pass::LostLease => self.forget_lease(),
                     Pass::Fatal(error) => return Err(error),
                 }
+                if full {
+                    read_outbox = false;
+                    read_by = now + wait;
+                } else {
+                    // A lane entry scheduled for a retry is read back then.
+                    read_by = read_by.min(now + wait);
+                }
+            } else if !leader {
+                read_by = tokio::time::Instant::now() + LEASE_RENEW;
             }
             tokio::select! {
+                biased;
                 _ = shutdown.cancelled() => break,
-                _ = self.wake.notified() => {}
-                _ = changes.changed() => {}
-                _ = tokio::time::sleep(wait) => {}
+                Some(item) = lane.recv() => handed.push(item),
+                _ = self.wake.notified() => read_outbox = true,
+                _ = changes.changed() => read_outbox = true,
+                _ = tokio::time::sleep_until(read_by) => read_outbox = true,
             }
         }
-        self.flush().await;
+        while let Ok(item) = lane.try_recv() {
+            handed.push(item);
+        }
+        self.flush(handed).await;
         let _ = self
             .store
             .release_lease(&self.lease(), &self.instance)
@@ -210,18 +276,19 @@ impl OutboxSender {
     }
 
     /// On shutdown: deliver what is due, for a bounded time.
-    async fn flush(&self) {
+    async fn flush(&self, mut handed: Vec<ExpressItem>) {
         if !matches!(
             self.store
                 .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
                 .await,
             Ok(true)
         ) {
+            self.release(handed);
             return;
         }
         let flushed = tokio::time::timeout(FLUSH_DEADLINE, async {
             loop {
-                match self.pass().await {
+                match self.pass(std::mem::take(&mut handed), true).await {
                     Pass::Drained(_) => return true,
                     Pass::Retry(wait) if wait < Duration::from_secs(3) => {
                         tokio::time::sleep(wait).await
@@ -244,8 +311,82 @@ impl OutboxSender {
         }
     }
 
-    /// One pass: everything due, replies before reactions, each in id order.
-    async fn pass(&self) -> Pass {
+    /// Lane entries this sender will not deliver now: they wait in the
+    /// outbox for a pass (attempted, so it looks for them first).
+    fn release(&self, handed: Vec<ExpressItem>) {
+        for ExpressItem { item, .. } in handed {
+            self.lane_unsent(|unsent| unsent.insert(item.id));
+            self.express.settled(item.id);
+        }
+    }
+
+    /// Runs `f` on the ids of lane entries that did not go out through the
+    /// lane (a retry, a release): the lane entries after them in their topic
+    /// must not overtake them. Failures are rare; the set is bounded anyway.
+    fn lane_unsent<R>(&self, f: impl FnOnce(&mut std::collections::HashSet<i64>) -> R) -> R {
+        let mut unsent = self.unsent.lock().unwrap_or_else(|p| p.into_inner());
+        if unsent.len() >= 100_000 {
+            // Entries that old have no lane entry waiting behind them.
+            let newest = unsent.iter().copied().max().unwrap_or(0);
+            unsent.retain(|id| *id > newest - 10_000);
+        }
+        f(&mut unsent)
+    }
+
+    /// One pass: first the replies handed over through the lane, then, if
+    /// `read_outbox`, everything due in the outbox (replies before
+    /// reactions, each in id order).
+    async fn pass(&self, handed: Vec<ExpressItem>, read_outbox: bool) -> Pass {
+        // A failing entry holds back only its own topic (later entries of
+        // it must not overtake it); every other topic goes on.
+        let mut blocked: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let mut retry: Option<Duration> = None;
+        let mut handed = handed.into_iter();
+        while let Some(ExpressItem {
+            item,
+            stored_at,
+            after,
+        }) = handed.next()
+        {
+            if after
+                .iter()
+                .any(|id| self.lane_unsent(|unsent| unsent.contains(id)))
+            {
+                // An entry before it in its topic did not go out: the
+                // outbox keeps the order from here.
+                self.lane_unsent(|unsent| unsent.insert(item.id));
+                self.express.settled(item.id);
+                continue;
+            }
+            let step = self.settle(&item, Some(stored_at)).await;
+            self.express.settled(item.id);
+            match step {
+                Step::Delivered | Step::GaveUp => {}
+                Step::Retry(wait) => {
+                    self.lane_unsent(|unsent| unsent.insert(item.id));
+                    blocked.insert(item.ordering_key.clone());
+                    retry = Some(retry.map_or(wait, |r| r.min(wait)));
+                }
+                Step::Trouble => {
+                    self.release(handed.collect());
+                    return Pass::Retry(Duration::from_secs(2));
+                }
+                Step::LostLease => {
+                    self.release(handed.collect());
+                    return Pass::LostLease;
+                }
+                Step::Fatal(error) => {
+                    self.release(handed.collect());
+                    return Pass::Fatal(error);
+                }
+            }
+        }
+        if !read_outbox {
+            return match retry {
+                Some(wait) => Pass::Retry(wait),
+                None => Pass::Drained(None),
+            };
+        }
         let (mut items, next_due) = match self.store.outbox_heads(&self.identity, BATCH).await {
             Ok(heads) => (heads.due, heads.next_due),
             Err(error) => {
@@ -253,6 +394,8 @@ impl OutboxSender {
                 return Pass::Retry(Duration::from_secs(2));
             }
         };
+        // Entries in the lane are the lane's to send.
+        items.retain(|item| !self.express.is_pending(item.id));
         // Under a tight rate limit the answers matter more than the reactions;
         // each kind keeps its own order, and so does every topic.
         items.sort_by_key(|item| {
@@ -264,10 +407,6 @@ impl OutboxSender {
                 item.id,
             )
         });
-        // A failing entry holds back only its own topic (later entries of
-        // it must not overtake it); every other topic goes on.
-        let mut blocked: std::collections::HashSet<String> = std::collections::HashSet::new();
-        let mut retry: Option<Duration> = None;
         for item in items {
             if blocked.contains(&item.ordering_key) {
                 continue;
@@ -297,57 +436,69 @@ impl OutboxSender {
                 }
                 continue;
             }
-            loop {
-                // Right before the delivery, after any wait for the rate
-                // limit, the lease must have more time left than a request
-                // can take: renew it unless that is so already.
-                if let Err(pass) = self.wait_holding_lease().await {
-                    return pass;
+            match self.settle(&item, None).await {
+                Step::Delivered | Step::GaveUp => {}
+                Step::Retry(wait) => {
+                    blocked.insert(item.ordering_key.clone());
+                    retry = Some(retry.map_or(wait, |r| r.min(wait)));
                 }
-                match self.deliver(&item).await {
-                    Ok(server_id) => {
-                        if let Err(error) = self.store.outbox_delivered(item.id, server_id).await {
-                            tracing::error!(%error, id = item.id, "delivered, but cannot record it");
-                            return Pass::Retry(Duration::from_secs(2));
-                        }
-                        break;
-                    }
-                    // The pacer waits out the Retry-After; try the same entry again.
-                    Err(Error::RateLimited { .. }) => continue,
-                    Err(error @ Error::Unauthorized { .. }) => return Pass::Fatal(error),
-                    Err(Error::LeaseLost) => return Pass::LostLease,
-                    Err(error) if error.is_transient() && item.attempts + 1 < MAX_ATTEMPTS => {
-                        let wait = entry_backoff(item.attempts + 1);
-                        let retry_at = chrono::Utc::now()
-                            + chrono::TimeDelta::from_std(wait).unwrap_or_default();
-                        tracing::warn!(%error, id = item.id, attempts = item.attempts + 1, wait_ms = wait.as_millis() as u64, "a delivery failed; retrying");
-                        if let Err(store_error) = self
-                            .store
-                            .outbox_failed(item.id, &error.to_string(), retry_at)
-                            .await
-                        {
-                            tracing::error!(%store_error, id = item.id, "cannot record a failed delivery");
-                        }
-                        blocked.insert(item.ordering_key.clone());
-                        retry = Some(retry.map_or(wait, |r| r.min(wait)));
-                        break;
-                    }
-                    Err(error) => {
-                        tracing::error!(%error, id = item.id, attempts = item.attempts + 1, "a delivery is given up (the server refused it, or it failed too often)");
-                        if let Err(store_error) =
-                            self.store.outbox_gave_up(item.id, &error.to_string()).await
-                        {
-                            tracing::error!(%store_error, id = item.id, "cannot record a refused delivery");
-                            return Pass::Retry(Duration::from_secs(2));
-                        }
-                        break;
-                    }
-                }
+                Step::Trouble => return Pass::Retry(Duration::from_secs(2)),
+                Step::LostLease => return Pass::LostLease,
+                Step::Fatal(error) => return Pass::Fatal(error),
             }
         }
         match retry {
             Some(wait) => Pass::Retry(wait),
             None => Pass::Drained(next_due),
+        }
+    }
+
+    /// Delivers one entry, through rate limits, and records the outcome.
+    /// `fresh`: the entry came through the lane, its attempt recorded then.
+    async fn settle(&self, item: &OutboxItem, fresh: Option<Instant>) -> Step {
+        loop {
+            match self.wait_holding_lease().await {
+                Ok(()) => {}
+                Err(Pass::LostLease) => return Step::LostLease,
+                Err(_) => return Step::Trouble,
+            }
+            match self.deliver(item, fresh).await {
+                Ok(server_id) => {
+                    if let Err(error) = self.store.outbox_delivered(item.id, server_id).await {
+                        tracing::error!(%error, id = item.id, "delivered, but cannot record it");
+                        return Step::Trouble;
+                    }
+                    return Step::Delivered;
+                }
+                // The pacer waits out the Retry-After; try the same entry again.
+                Err(Error::RateLimited { .. }) => continue,
+                Err(error @ Error::Unauthorized { .. }) => return Step::Fatal(error),
+                Err(Error::LeaseLost) => return Step::LostLease,
+                Err(error) if error.is_transient() && item.attempts + 1 < MAX_ATTEMPTS => {
+                    let wait = entry_backoff(item.attempts + 1);
+                    let retry_at =
+                        chrono::Utc::now() + chrono::TimeDelta::from_std(wait).unwrap_or_default();
+                    tracing::warn!(%error, id = item.id, attempts = item.attempts + 1, wait_ms = wait.as_millis() as u64, "a delivery failed; retrying");
+                    if let Err(store_error) = self
+                        .store
+                        .outbox_failed(item.id, &error.to_string(), retry_at)
+                        .await
+                    {
+                        tracing::error!(%store_error, id = item.id, "cannot record a failed delivery");
+                    }
+                    return Step::Retry(wait);
+                }
+                Err(error) => {
+                    tracing::error!(%error, id = item.id, attempts = item.attempts + 1, "a delivery is given up (the server refused it, or it failed too often)");
+                    if let Err(store_error) =
+                        self.store.outbox_gave_up(item.id, &error.to_string()).await
+                    {
+                        tracing::error!(%store_error, id = item.id, "cannot record a refused delivery");
+                        return Step::Trouble;
+                    }
+                    return Step::GaveUp;
+                }
+            }
         }
     }
 
@@ -384,10 +535,16 @@ impl OutboxSender {
     }
 
     /// Delivers one entry; returns the id of a posted message.
-    async fn deliver(&self, item: &OutboxItem) -> Result<Option<i64>, Error> {
+    async fn deliver(
+        &self,
+        item: &OutboxItem,
+        fresh: Option<Instant>,
+    ) -> Result<Option<i64>, Error> {
         match &item.kind {
             OutboxKind::Message { to, content } => {
+                // A lane entry's recorded attempt is its first: nothing to look for.
                 if item.attempts > 0
+                    && fresh.is_none()
                     && let Some(found) = self.already_posted(to, content, item.in_reply_to).await?
                 {
                     tracing::info!(
@@ -398,7 +555,7 @@ impl OutboxSender {
                     return Ok(Some(found));
                 }
                 self.client
-                    .send_gated(to, content, async || self.attempting(item).await)
+                    .send_gated(to, content, async || self.attempting(item, fresh).await)
                     .await
                     .map(Some)
             }
@@ -417,7 +574,9 @@ impl OutboxSender {
                 content,
             } => self
                 .client
-                .edit_gated(*message_id, content, async || self.attempting(item).await)
+                .edit_gated(*message_id, content, async || {
+                    self.attempting(item, fresh).await
+                })
                 .await
                 .map(|_| None),
         }
@@ -428,7 +587,12 @@ impl OutboxSender {
     /// attempt recorded, in one transaction. If that fails, nothing is sent:
     /// a crash after an unrecorded send would post the reply twice, and
     /// another instance may hold the deliveries now.
-    async fn attempting(&self, item: &OutboxItem) -> Result<(), Error> {
+    async fn attempting(&self, item: &OutboxItem, fresh: Option<Instant>) -> Result<(), Error> {
+        // A lane entry recorded its attempt when the lease had at least
+        // LEASE_MARGIN left; shortly after, that still outlasts the request.
+        if fresh.is_some_and(|at| at.elapsed() < EXPRESS_WINDOW) {
+            return Ok(());
+        }
         match self
             .store
             .outbox_attempting_under_lease(item.id, &self.lease(), &self.instance, LEASE_MARGIN)
