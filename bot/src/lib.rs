@@ -4,11 +4,13 @@
 //! everything else lives here, one module per concern. `ARCHITECTURE.md` at
 //! the repository root has the map.
 
+pub mod asana;
 pub mod backoff;
 pub mod chat;
 pub mod cli;
 pub mod commands;
 pub mod decisions;
+pub mod github;
 pub mod host;
 pub mod logging;
 pub mod mirror;

@@ -5,9 +5,11 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`; unreachable means the
 //! PostgreSQL tests fail, never skip).
 
+mod asana;
 mod claude;
 mod cli;
 mod executor;
+mod github;
 mod hardening;
 mod policy;
 mod runs;

@@ -1,0 +1,1 @@
+//! The Asana client against the strict fake Asana.

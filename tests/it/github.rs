@@ -1,0 +1,1 @@
+//! The GitHub client against the strict fake GitHub.
