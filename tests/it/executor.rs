@@ -350,26 +350,23 @@ async fn seed_story_through_zulip(db: crate::support::Db) {
         "{}",
         escalated.content
     );
-    let topic = realm.fake.messages_in("executor", "run 1");
+    // Each identity delivers its own outbox, so the executor's posts of the
+    // requests may reach the topic after Eagle's answers: wait for each.
     for line in [
         "[REQUEST: create_worktree] run:1 req:1",
         "[REQUEST: run_tests] run:1 req:2",
     ] {
-        assert!(
-            topic
-                .iter()
-                .any(|m| m.sender_id == realm.executor && m.content.starts_with(line)),
-            "{line}"
-        );
+        let m = wait_post(&realm, realm.executor, line).await;
+        assert_eq!(m.topic, "run 1", "{line}");
+        assert!(m.content.starts_with(line), "{}", m.content);
     }
     for line in [
         "[APPROVED: create_worktree] run:1 req:1",
         "[APPROVED: run_tests] run:1 req:2",
     ] {
-        let m = topic
-            .iter()
-            .find(|m| m.sender_id == realm.eagle && m.content.starts_with(line))
-            .unwrap_or_else(|| panic!("no {line}"));
+        let m = wait_post(&realm, realm.eagle, line).await;
+        assert_eq!(m.topic, "run 1", "{line}");
+        assert!(m.content.starts_with(line), "{}", m.content);
         assert!(
             !m.content.contains("@**"),
             "approved silently, without a mention: {}",
