@@ -1,5 +1,6 @@
 //! The command line: what `eagle` accepts, and the code behind each subcommand.
 
+mod analyze;
 mod policy;
 
 use std::collections::BTreeMap;
@@ -55,6 +56,18 @@ pub enum Command {
     Profile(ProfileCommand),
     /// Check that a profile is ready to run: settings, database, Zulip.
     Check(ProfileArg),
+    /// Analyse the tasks pending analysis now, and print a summary (the
+    /// analyzer of `eagle run` does this continuously).
+    Analyze {
+        #[command(flatten)]
+        profile: ProfileArg,
+        /// First put back the skipped tasks the current filters would keep.
+        #[arg(long)]
+        reanalyze_skipped: bool,
+        /// With --reanalyze-skipped: only count them; change nothing.
+        #[arg(long, requires = "reanalyze_skipped")]
+        dry_run: bool,
+    },
     /// Inspect and try the policy plugins.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -328,8 +341,9 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             let store = open_store(&profile).await?;
             let shutdown = tokio_util::sync::CancellationToken::new();
             spawn_signal_handler(shutdown.clone())?;
-            let loops = start_role(&profile, &creds, &store, &env, &shutdown).await?;
-            let result = crate::zulip::bot::run(&profile, &creds, &store, shutdown.clone()).await;
+            let (loops, policy) = start_role(&profile, &creds, &store, &env, &shutdown).await?;
+            let result =
+                crate::zulip::bot::run(&profile, &creds, &store, policy, shutdown.clone()).await;
             shutdown.cancel();
             for task in loops {
                 let _ = task.await;
@@ -344,6 +358,18 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             check(&profile, &env).await
         }
         Command::Policy(command) => policy::run(dir, command, &env).await,
+        Command::Analyze {
+            profile,
+            reanalyze_skipped,
+            dry_run,
+        } => {
+            let profile = load(dir, &profile.profile, &env)?;
+            harden();
+            let store = open_store(&profile).await?;
+            let result = analyze::run(&profile, &store, &env, reanalyze_skipped, dry_run).await;
+            store.close().await;
+            result
+        }
         Command::Request { .. }
         | Command::Hook(_)
         | Command::DemoWorker { .. }
@@ -359,7 +385,10 @@ async fn start_role(
     store: &Store,
     env: &BTreeMap<String, String>,
     shutdown: &tokio_util::sync::CancellationToken,
-) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+) -> anyhow::Result<(
+    Vec<tokio::task::JoinHandle<()>>,
+    Option<crate::policy::PolicyHost>,
+)> {
     let poster = crate::mirror::Poster {
         identity: profile.name.clone(),
         channel: profile.executor_channel.clone(),
@@ -378,9 +407,17 @@ async fn start_role(
                     .await,
                 zulip: true,
             };
+            let analyzer = crate::analyzer::Analyzer::for_profile(
+                profile,
+                store.clone(),
+                host.clone(),
+                poster.clone(),
+                true,
+                env,
+            )?;
             let decider = crate::decisions::Decider {
                 store: store.clone(),
-                policy: host,
+                policy: host.clone(),
                 poster,
                 people,
                 settings: crate::decisions::DeciderSettings {
@@ -388,11 +425,15 @@ async fn start_role(
                     approval_ttl: profile.decisions.approval_ttl,
                 },
             };
-            let stop = shutdown.clone();
-            Ok(vec![
-                watcher,
-                tokio::spawn(async move { decider.run(stop).await }),
-            ])
+            let (stop, stop_analyzer) = (shutdown.clone(), shutdown.clone());
+            Ok((
+                vec![
+                    watcher,
+                    tokio::spawn(async move { decider.run(stop).await }),
+                    tokio::spawn(async move { analyzer.run(stop_analyzer).await }),
+                ],
+                Some(host),
+            ))
         }
         crate::profile::Role::Executor => {
             let runner = crate::runner::Runner::new(
@@ -410,7 +451,10 @@ async fn start_role(
                 env.clone(),
             )?;
             let stop = shutdown.clone();
-            Ok(vec![tokio::spawn(async move { runner.run(stop).await })])
+            Ok((
+                vec![tokio::spawn(async move { runner.run(stop).await })],
+                None,
+            ))
         }
     }
 }

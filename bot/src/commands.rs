@@ -160,6 +160,15 @@ pub const SPECS: &[CommandSpec] = &[
         details: "`!resume` undoes `!pause`.",
         access: Access::Approvers,
     },
+    CommandSpec {
+        name: "reanalyze",
+        args: "[confirm]",
+        summary: "analyse skipped tasks again that the filters now keep",
+        details: "`!reanalyze` counts the skipped tasks the current filters would keep and changes \
+                  nothing; `!reanalyze confirm` puts them back, and the analyzer posts one summary \
+                  in the inbox topic when it is through.",
+        access: Access::Approvers,
+    },
 ];
 
 /// Looks a command up by name (case-insensitive).
@@ -244,6 +253,10 @@ pub enum Command {
     },
     Pause,
     Resume,
+    /// `confirm`: put them back; otherwise count only.
+    Reanalyze {
+        confirm: bool,
+    },
 }
 
 impl Command {
@@ -263,6 +276,7 @@ impl Command {
             Command::Retry { .. } => "retry",
             Command::Pause => "pause",
             Command::Resume => "resume",
+            Command::Reanalyze { .. } => "reanalyze",
         };
         spec(name).expect("every command has a spec")
     }

@@ -1,2 +1,46 @@
 //! GitHub over its REST and GraphQL APIs: the client the PR loop and the
 //! merger use (no `gh` at run time).
+//!
+//! * [`client`]: [`GitHub`], one token's connection: the version and media
+//!   type headers, conditional GETs through an [`EtagCache`] (a 304 costs no
+//!   quota), `link`-header paging, and the rate limits (waits until a spent
+//!   budget resets instead of sending; secondary limits honoured with
+//!   `retry-after`, else at least a minute, doubling; a bounded number of
+//!   tries, then a typed [`Error::RateLimited`]).
+//! * [`rest`] and [`graphql`]: the calls, one method each, typed by
+//!   [`types`] and [`threads`].
+//! * [`ci`] and [`threads`]: pure rules over what was read: the CI summary
+//!   ([`CiState`]) and the review threads still open.
+//! * [`view`]: one poll of a pull request ([`PullRequestView`]), which asks
+//!   GraphQL (no ETags there, every query costs points) only when the REST
+//!   view changed.
+//!
+//! The token lives in a [`secrecy::SecretString`] and goes only into the
+//! `Authorization` header, marked sensitive: no `Debug`, error or log line
+//! shows it. Nothing here touches the database; persistence is behind
+//! [`EtagCache`], which the PR loop implements over the store.
+
+pub mod cache;
+pub mod ci;
+pub mod client;
+mod error;
+pub mod graphql;
+pub mod ratelimit;
+pub mod rest;
+pub mod threads;
+pub mod types;
+pub mod view;
+
+pub use cache::{CachedResponse, EtagCache, MemoryEtagCache};
+pub use ci::{CiState, summarize};
+pub use client::{ClientStats, GitHub, GitHubConfig};
+pub use error::{Error, MergeRefusal, classify_merge_refusal};
+pub use graphql::{GraphQlCost, ReviewThreads};
+pub use ratelimit::{LimitKind, LimitWait, RetryPolicy};
+pub use threads::{OpenThread, ReviewThread, ThreadComment, open_threads};
+pub use types::{
+    CheckRun, CheckRuns, CombinedStatus, CommitStatus, Conclusion, IssueComment, MergeMethod,
+    MergeRequest, Merged, PrState, PullRequest, Repo, Review, ReviewComment, RunStatus,
+    StatusState, WorkflowRun, WorkflowRuns,
+};
+pub use view::{PollMark, PollSettings, PullRequestView};

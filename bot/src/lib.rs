@@ -4,6 +4,7 @@
 //! everything else lives here, one module per concern. `ARCHITECTURE.md` at
 //! the repository root has the map.
 
+pub mod analyzer;
 pub mod asana;
 pub mod backoff;
 pub mod chat;

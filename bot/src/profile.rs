@@ -9,6 +9,7 @@
 //! read by the commands that talk to Zulip, so `eagle shell` and
 //! `eagle profile show` work without them.
 
+mod integrations;
 mod raw;
 #[cfg(test)]
 mod tests;
@@ -315,6 +316,73 @@ impl RunnerSettings {
     }
 }
 
+/// The analyzer (`[analyzer]`): the filter plugins, then an optional
+/// analysis command for kept tasks, run like a worker (its own session, its
+/// own user, an allow-listed environment, watchdogs).
+#[derive(Debug, Clone)]
+pub struct AnalyzerSettings {
+    /// `None`: filters only; kept tasks go to for_review.
+    pub command: Option<WorkerCommand>,
+    pub no_output_timeout: Duration,
+    pub hard_timeout: Duration,
+    /// Names of Eagle's environment variables the command may see.
+    pub env: Vec<String>,
+    /// The Unix user the command runs as.
+    pub worker_user: Option<String>,
+    /// The command's `PATH` (default: Eagle's).
+    pub path: Option<String>,
+    /// Where the conclusions about tasks from other sources (Asana) go.
+    pub inbox_channel: String,
+    pub inbox_topic: String,
+}
+
+/// GitHub (`[github]`): the PR loop (executor) and merges (Eagle).
+#[derive(Debug, Clone)]
+pub struct GithubSettings {
+    pub api_url: url::Url,
+    /// `owner/name`: where runs open their PRs.
+    pub repo: String,
+    /// From the environment variable `token_env` or the file `token_file`.
+    pub token: SecretString,
+    /// Checks that must be green (by name); other failing checks fail CI too.
+    pub required_checks: Vec<String>,
+    /// Labels a draft PR must carry; missing ones are added.
+    pub required_labels: Vec<String>,
+    /// A workflow (file name or id) dispatched on the PR's branch when CI never ran.
+    pub ci_workflow: Option<String>,
+    /// How long after a push CI may take to appear before it counts as never ran.
+    pub ci_grace: Duration,
+    pub poll_interval: Duration,
+    /// `merge`, `squash` or `rebase`.
+    pub merge_method: String,
+    /// fix-ci workers per run before its owner is asked.
+    pub ci_attempts: i64,
+    /// GitHub logins (lower-case) whose comments are not a human's: the
+    /// workers' and Eagle's own accounts. Accounts of type Bot never count.
+    pub bot_logins: Vec<String>,
+}
+
+/// Asana intake (`[asana]`).
+#[derive(Debug, Clone)]
+pub struct AsanaSettings {
+    pub api_url: url::Url,
+    pub token: SecretString,
+    pub workspace: String,
+    /// (project gid, source name).
+    pub projects: Vec<(String, String)>,
+    /// (section gid, source name).
+    pub sections: Vec<(String, String)>,
+    /// (My Tasks section name, source name).
+    pub my_tasks: Vec<(String, String)>,
+    /// The source of followed tasks (premium workspaces), if imported.
+    pub followed_source: Option<String>,
+    /// A custom field that names the platform.
+    pub platform_field: Option<String>,
+    /// Tags that name a platform.
+    pub platform_tags: Vec<String>,
+    pub poll_interval: Duration,
+}
+
 /// When Eagle reminds and expires escalations (`[decisions]`).
 #[derive(Debug, Clone, Copy)]
 pub struct DecisionSettings {
@@ -355,6 +423,9 @@ pub struct Profile {
     pub policy: PolicySettings,
     pub runner: RunnerSettings,
     pub decisions: DecisionSettings,
+    pub analyzer: AnalyzerSettings,
+    pub github: Option<GithubSettings>,
+    pub asana: Option<AsanaSettings>,
     /// How long `eagle shell` from a pipe waits for running workers at the end.
     pub shell_wait: Duration,
 }

@@ -40,6 +40,7 @@ use crate::profile::{Profile, RunnerSettings, WorkerCommand, WorkerKind};
 use crate::store::{ClaimLimits, Store};
 
 pub use prompts::{PromptKind, Prompts};
+pub(crate) use spawn::fill;
 
 /// How often the runner looks for work when nothing wakes it.
 const PERIODIC: Duration = Duration::from_secs(5);

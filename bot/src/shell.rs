@@ -118,6 +118,7 @@ where
         full_name: profile.display_name.clone(),
         user_id: None,
     };
+    let policy = crate::policy::PolicyHost::for_profile(profile).await?;
     let ctx = ChatContext {
         store,
         profile,
@@ -129,16 +130,24 @@ where
         poster: mirror.eagle.clone(),
         limiter: None,
         express: None,
+        policy: Some(&policy),
     };
     let people = People {
         owner_fallback: Some(format!("@**{}**", options.login)),
         zulip: false,
     };
     let stop = CancellationToken::new();
-    let policy = crate::policy::PolicyHost::for_profile(profile).await?;
+    let analyzer = crate::analyzer::Analyzer::for_profile(
+        profile,
+        store.clone(),
+        policy.clone(),
+        mirror.eagle.clone(),
+        false,
+        &options.env,
+    )?;
     let decider = Decider {
         store: store.clone(),
-        policy,
+        policy: policy.clone(),
         poster: mirror.eagle.clone(),
         people: people.clone(),
         settings: DeciderSettings {
@@ -159,10 +168,17 @@ where
     )?;
     let mut active = runner.active();
     let tasks = {
-        let (d, r, s1, s2) = (decider.clone(), runner.clone(), stop.clone(), stop.clone());
+        let (d, r, s1, s2, s3) = (
+            decider.clone(),
+            runner.clone(),
+            stop.clone(),
+            stop.clone(),
+            stop.clone(),
+        );
         [
             tokio::spawn(async move { d.run(s1).await }),
             tokio::spawn(async move { r.run(s2).await }),
+            tokio::spawn(async move { analyzer.run(s3).await }),
         ]
     };
     if options.interactive {
@@ -292,7 +308,8 @@ async fn wait_until_idle<W: AsyncWrite + Unpin>(
         changes.mark_seen();
         deliver(store, output, session, mirror, &mut *instance).await?;
         let running = *active.borrow_and_update();
-        if running == 0 && store.work_in_sight().await? == 0 {
+        // Idle: no worker, nothing to claim or decide, nothing pending analysis.
+        if running == 0 && store.work_in_sight().await? == 0 && store.pending_count().await? == 0 {
             return Ok(());
         }
         tokio::select! {

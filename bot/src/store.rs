@@ -11,9 +11,12 @@
 //! Migrations are embedded (`migrations/sqlite`, `migrations/postgres`) and
 //! applied when the store opens.
 
+mod analysis;
 mod audit;
 mod chat;
 mod controls;
+mod intake;
+mod pr;
 mod requests;
 mod runs;
 mod tasks;
@@ -29,17 +32,22 @@ use sqlx::{PgPool, Sqlite, SqlitePool};
 
 use crate::profile::DatabaseUrl;
 
+pub use analysis::{Analysis, SkipReason};
 pub use audit::{AuditEntry, NewAuditEntry};
 pub use chat::{Bookmark, Destination, NewOutboxItem, OutboxHeads, OutboxItem, OutboxKind};
 pub use controls::{Control, Notice};
+pub use intake::{ExternalTask, Upserted};
+pub use pr::{PolledPr, PrLink, PrPoll, short_sha};
 pub use requests::{
     Approval, NewRequest, Recorded, Request, RequestStatus, RequestVia, requests_summary,
 };
 pub use runs::{
-    Claim, ClaimLimits, Fence, RunEnd, Transition, WorkerMirror, run_transition_allowed,
+    Claim, ClaimLimits, Fence, PrOutcome, RunEnd, Transition, WorkerMirror, run_transition_allowed,
     task_transition_allowed,
 };
-pub use tasks::{NewRun, NewTask, Origin, Run, RunState, StatusCounts, Task, TaskStatus};
+pub use tasks::{
+    NewRun, NewTask, Origin, PrWork, PrWorkSlot, Run, RunState, StatusCounts, Task, TaskStatus,
+};
 pub use watch::Changes;
 
 /// How long a SQLite writer waits for another before giving up.

@@ -38,20 +38,23 @@ fn shell_queues_lists_and_remembers() {
     );
     let queued = stdout.find("Queued task #1").unwrap();
     let listed = stdout
-        .find("#1 Fix the tab preview (pending")
+        .find("#1 Fix the tab preview (")
         .expect("the status lists the task");
     assert!(
         queued < listed,
         "the task was listed before it was queued:\n{stdout}"
     );
-    assert!(stdout.contains("**Tasks**: 1 pending"), "stdout:\n{stdout}");
-
+    // The analyzer keeps it (filters only): it waits for an approver's `!go`.
     // A second run sees the same database.
     let out = home.run(&["shell"], "!status\n");
     let (stdout, _) = text(&out);
     assert!(out.status.success());
     assert!(
-        stdout.contains("#1 Fix the tab preview (pending"),
+        stdout.contains("#1 Fix the tab preview (for_review"),
+        "stdout:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("**Tasks**: 1 for_review"),
         "stdout:\n{stdout}"
     );
     assert!(!stdout.contains("Queued task #2"));
@@ -127,7 +130,7 @@ fn shell_works_on_postgres() {
     assert!(out.status.success(), "stderr: {stderr}");
     assert!(stdout.contains("Queued task #1: On PostgreSQL"), "{stdout}");
     let out = home.run(&["shell"], "!status\n");
-    assert!(text(&out).0.contains("#1 On PostgreSQL (pending"));
+    assert!(text(&out).0.contains("#1 On PostgreSQL (for_review"));
     assert!(!home.dir.path().join("data/eagle.db").exists());
     drop(schema);
 }
@@ -139,14 +142,14 @@ fn migrate_reports_what_it_did() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "stderr: {stderr}");
     assert!(
-        stdout.contains("2 migration(s) applied now, 2 in all (sqlite backend)"),
+        stdout.contains("3 migration(s) applied now, 3 in all (sqlite backend)"),
         "{stdout}"
     );
     let out = home.run(&["migrate", "--profile", "executor"], "");
     assert!(
         text(&out)
             .0
-            .contains("0 migration(s) applied now, 2 in all")
+            .contains("0 migration(s) applied now, 3 in all")
     );
 }
 

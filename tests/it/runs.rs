@@ -202,12 +202,18 @@ async fn claims_hold_the_global_limit_and_every_write_is_fenced(db: Db) {
             &RunEnd::Moved {
                 to: RunState::Pr,
                 reason: "[DONE: pr_ready]".into(),
+                pr: Some(eagle::store::PrLink {
+                    number: 12,
+                    url: None,
+                    repo: None,
+                }),
             },
         )
         .await
         .unwrap();
     tx.commit().await.unwrap();
     assert_eq!(run.state, RunState::Pr);
+    assert_eq!(run.pr_number, Some(12));
     assert!(run.lease_owner.is_none() && run.slot.is_none());
     let c = store
         .claim_run("runner-c", &limits(2))

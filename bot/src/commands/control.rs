@@ -69,6 +69,7 @@ pub(super) async fn execute(
         } => switch(tx, &actor, Control::HoldAll, false).await,
         Command::Retry { run } => retry(tx, ctx, message, &actor, *run).await,
         Command::Pause => switch(tx, &actor, Control::Paused, true).await,
+        Command::Reanalyze { confirm } => reanalyze(tx, ctx, &actor, *confirm).await,
         Command::Resume => switch(tx, &actor, Control::Paused, false).await,
         Command::Help { .. } | Command::Queue { .. } | Command::Status(_) | Command::Why(_) => {
             return Ok(CommandReply::refused("That is not a control command."));
@@ -444,4 +445,42 @@ async fn switch(
         }
         (Control::HoldAll, false) => "Runs are released: workers start again.",
     }))
+}
+
+/// `!reanalyze [confirm]`: counts, or puts back, the skipped tasks the
+/// current filters would keep. The analyzer then posts one summary.
+async fn reanalyze(
+    tx: &mut Tx,
+    ctx: &ChatContext<'_>,
+    actor: &str,
+    confirm: bool,
+) -> Result<CommandReply, StoreError> {
+    let Some(policy) = ctx.policy else {
+        return Ok(CommandReply::refused(
+            "This profile does not analyse tasks: ask Eagle (the orchestrator).".to_string(),
+        ));
+    };
+    let (ids, skipped) = crate::analyzer::reanalysis_candidates(ctx.store, policy).await?;
+    if !confirm || ids.is_empty() {
+        return Ok(CommandReply::ok(format!(
+            "{} of {skipped} skipped task(s) would be kept by the current filters.{}",
+            ids.len(),
+            if ids.is_empty() {
+                " Nothing to put back."
+            } else {
+                " `!reanalyze confirm` puts them back for analysis (one summary follows, not a message each)."
+            }
+        )));
+    }
+    let mut reopened = 0;
+    for id in &ids {
+        if tx.reopen_for_analysis(*id, actor, true).await? {
+            reopened += 1;
+        }
+    }
+    let inbox = &ctx.profile.analyzer;
+    Ok(CommandReply::ok(format!(
+        "Put {reopened} of {skipped} skipped task(s) back for analysis; the analyzer's summary follows in #**{}>{}**.",
+        inbox.inbox_channel, inbox.inbox_topic
+    )))
 }

@@ -332,6 +332,16 @@ fn parse_command(word: &str, args: &str, body: &[&str]) -> Result<Command, Parse
         }),
         "pause" => no_args(Command::Pause),
         "resume" => no_args(Command::Resume),
+        "reanalyze" => match words.as_slice() {
+            [] => Ok(Command::Reanalyze { confirm: false }),
+            [word] if word.eq_ignore_ascii_case("confirm") => {
+                Ok(Command::Reanalyze { confirm: true })
+            }
+            _ => Err(ParseError::usage(
+                spec,
+                "`!reanalyze` takes nothing, or `confirm`.".to_string(),
+            )),
+        },
         other => Err(ParseError {
             message: format!("`!{other}` has no parser."),
             usage: None,
@@ -599,6 +609,12 @@ mod tests {
                 "error: `!cancel` takes one run id. | Usage: `!cancel <run id>`",
             ),
             ("!pause", "Pause"),
+            ("!reanalyze", "Reanalyze { confirm: false }"),
+            ("!reanalyze CONFIRM", "Reanalyze { confirm: true }"),
+            (
+                "!reanalyze all",
+                "error: `!reanalyze` takes nothing, or `confirm`. | Usage: `!reanalyze [confirm]`",
+            ),
             (
                 "!pause now",
                 "error: `!pause` takes no arguments. | Usage: `!pause`",

@@ -221,8 +221,32 @@ pub(super) async fn task_status(
         if let Some(reason) = &task.status_reason {
             out.push_str(&format!("reason: {}\n", echo(&one_line(reason, 500))));
         }
+        if task.status == crate::store::TaskStatus::Skip {
+            out.push_str(&skip_lines(&task));
+        }
         if let Some(summary) = &task.analysis_summary {
             out.push_str(&format!("analysis: {}\n", echo(summary)));
+        }
+        let facts: Vec<String> = [
+            task.complexity
+                .as_ref()
+                .map(|c| format!("complexity {}", echo(c))),
+            task.feasibility
+                .as_ref()
+                .map(|f| format!("feasibility {}", echo(f))),
+            task.priority.map(|p| format!("priority {p}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !facts.is_empty() {
+            out.push_str(&format!("{}\n", facts.join(" · ")));
+        }
+        if task.analysis_raw.is_some() {
+            out.push_str("(the analysis answer could not be read; it is kept as it was)\n");
+        }
+        if let Some(url) = &task.external_url {
+            out.push_str(&format!("in {}: {}\n", task.source, echo(url)));
         }
         if !task.description.is_empty() {
             let preview: String = task
@@ -435,4 +459,35 @@ pub(super) async fn why(
 
 fn short_hash(hash: &str) -> String {
     hash.chars().take(12).collect()
+}
+
+/// Who skipped a task and why: each filter with its reason, or the analysis.
+fn skip_lines(task: &crate::store::Task) -> String {
+    match task.skipped_by.as_deref() {
+        Some("filter") => {
+            let reasons: Vec<crate::store::SkipReason> = task
+                .skip_reasons
+                .as_deref()
+                .and_then(|json| serde_json::from_str(json).ok())
+                .unwrap_or_default();
+            let mut out = String::from("skipped by a filter:\n");
+            for r in reasons {
+                out.push_str(&format!(
+                    "* {}: {}\n",
+                    echo(&r.plugin),
+                    echo(&one_line(&r.reason, 300))
+                ));
+            }
+            out.push_str(&format!(
+                "An approver's `!go {}` takes it anyway.\n",
+                task.id
+            ));
+            out
+        }
+        Some("analysis") => format!(
+            "skipped by the analysis. An approver's `!go {}` takes it anyway.\n",
+            task.id
+        ),
+        _ => String::new(),
+    }
 }

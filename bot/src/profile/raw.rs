@@ -23,7 +23,15 @@ pub const RESERVED_ENV: &[&str] = &[
 ];
 
 /// Keys whose environment value is a comma-separated list.
-const LIST_KEYS: &[&str] = &["approvers", "channels", "runner.worker_env"];
+const LIST_KEYS: &[&str] = &[
+    "approvers",
+    "channels",
+    "runner.worker_env",
+    "analyzer.env",
+    "github.required_checks",
+    "github.required_labels",
+    "asana.platform_tags",
+];
 
 /// Every key an environment variable may override, as a dotted path.
 const ENV_KEYS: &[&str] = &[
@@ -68,6 +76,35 @@ const ENV_KEYS: &[&str] = &[
     "runner.repo",
     "decisions.reminder_after",
     "decisions.approval_ttl",
+    "analyzer.command",
+    "analyzer.command_kind",
+    "analyzer.no_output_timeout",
+    "analyzer.hard_timeout",
+    "analyzer.env",
+    "analyzer.worker_user",
+    "analyzer.path",
+    "analyzer.inbox_channel",
+    "analyzer.inbox_topic",
+    "github.api_url",
+    "github.repo",
+    "github.token_env",
+    "github.token_file",
+    "github.required_checks",
+    "github.required_labels",
+    "github.ci_workflow",
+    "github.ci_grace",
+    "github.poll_interval",
+    "github.merge_method",
+    "github.ci_attempts",
+    "github.bot_logins",
+    "asana.api_url",
+    "asana.token_env",
+    "asana.token_file",
+    "asana.workspace",
+    "asana.followed_source",
+    "asana.platform_field",
+    "asana.platform_tags",
+    "asana.poll_interval",
 ];
 
 /// A user named in a profile: a Zulip user id or an email address.
@@ -103,6 +140,70 @@ pub struct RawProfile {
     pub policy: RawPolicy,
     pub runner: Option<RawRunner>,
     pub decisions: Option<RawDecisions>,
+    pub analyzer: Option<RawAnalyzer>,
+    pub github: Option<RawGithub>,
+    pub asana: Option<RawAsana>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAnalyzer {
+    pub command: Option<String>,
+    pub command_kind: Option<String>,
+    pub no_output_timeout: Option<String>,
+    pub hard_timeout: Option<String>,
+    pub env: Option<Vec<String>>,
+    pub worker_user: Option<String>,
+    pub path: Option<String>,
+    pub inbox_channel: Option<String>,
+    pub inbox_topic: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGithub {
+    pub api_url: Option<String>,
+    pub repo: Option<String>,
+    pub token_env: Option<String>,
+    pub token_file: Option<String>,
+    pub required_checks: Option<Vec<String>>,
+    pub required_labels: Option<Vec<String>>,
+    pub ci_workflow: Option<String>,
+    pub ci_grace: Option<String>,
+    pub poll_interval: Option<String>,
+    pub merge_method: Option<String>,
+    pub ci_attempts: Option<i64>,
+    pub bot_logins: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAsana {
+    pub api_url: Option<String>,
+    pub token_env: Option<String>,
+    pub token_file: Option<String>,
+    pub workspace: Option<String>,
+    pub projects: Option<Vec<RawAsanaPlace>>,
+    pub sections: Option<Vec<RawAsanaPlace>>,
+    pub my_tasks: Option<Vec<RawAsanaMyTasks>>,
+    pub followed_source: Option<String>,
+    pub platform_field: Option<String>,
+    pub platform_tags: Option<Vec<String>>,
+    pub poll_interval: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAsanaPlace {
+    pub gid: String,
+    pub source: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAsanaMyTasks {
+    pub section: String,
+    pub source: String,
 }
 
 #[derive(Debug, Default, Deserialize)]

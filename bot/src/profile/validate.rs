@@ -33,7 +33,7 @@ pub const PROMPT_KINDS: &[&str] = &[
 const HOOK_ACTIONS_HINT: &str = "read, or an action such as run_tests, run_build, push_branch";
 
 /// Names the origin of a key: the environment variable that overrode it, or the file.
-struct Origins<'a> {
+pub(super) struct Origins<'a> {
     file: String,
     env: &'a BTreeMap<String, String>,
 }
@@ -52,7 +52,12 @@ impl Origins<'_> {
         }
     }
 
-    fn error(&self, key: &str, index: Option<usize>, message: impl Into<String>) -> ProfileError {
+    pub(super) fn error(
+        &self,
+        key: &str,
+        index: Option<usize>,
+        message: impl Into<String>,
+    ) -> ProfileError {
         let shown = match index {
             Some(i) => format!("{key}[{i}]"),
             None => key.to_string(),
@@ -62,7 +67,7 @@ impl Origins<'_> {
 
     /// Relative paths from the file resolve against its directory; from the
     /// environment, against the working directory.
-    fn resolve(&self, key: &str, base: &Path, value: &str) -> PathBuf {
+    pub(super) fn resolve(&self, key: &str, base: &Path, value: &str) -> PathBuf {
         let path = Path::new(value);
         if path.is_absolute() || self.of(key) != self.file {
             path.to_path_buf()
@@ -276,6 +281,17 @@ pub fn validate(
         },
     };
 
+    let mut policy = policy;
+    // The default filter's owner is the profile's owner unless its
+    // configuration names one.
+    if let Some(owner) = &owner {
+        for spec in &mut policy.plugins {
+            if spec.source == PluginSource::Builtin("default-filter".into()) {
+                spec.config_json = with_default_owner(&spec.config_json, &owner.to_string());
+            }
+        }
+    }
+
     // [runner] is the executor's (and the shell's, without an executor
     // profile); [decisions] is Eagle's. Both are read for every profile, so
     // one environment can serve both processes.
@@ -283,6 +299,19 @@ pub fn validate(
     let decisions = decision_settings(raw.decisions.unwrap_or_default(), &origins)?;
     let shell_wait = duration(raw.shell_wait.as_deref(), DEFAULT_SHELL_WAIT)
         .map_err(|why| origins.error("shell_wait", None, why))?;
+    let analyzer = super::integrations::analyzer(
+        raw.analyzer.unwrap_or_default(),
+        &origins,
+        &executor_channel,
+    )?;
+    let github = raw
+        .github
+        .map(|raw| super::integrations::github(raw, &origins, base, env))
+        .transpose()?;
+    let asana = raw
+        .asana
+        .map(|raw| super::integrations::asana(raw, &origins, base, env))
+        .transpose()?;
 
     Ok(Profile {
         name: name.to_string(),
@@ -303,6 +332,9 @@ pub fn validate(
         policy,
         runner,
         decisions,
+        analyzer,
+        github,
+        asana,
         shell_wait,
     })
 }
@@ -366,48 +398,12 @@ fn runner_settings(
             format!("{max_requests} is outside 1..=1000000"),
         ));
     }
-    let worker_user = match raw.worker_user.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(user)
-            if user
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) =>
-        {
-            Some(user.to_string())
-        }
-        Some(user) => {
-            return Err(origins.error(
-                "runner.worker_user",
-                None,
-                format!("{user:?} is not a Unix user name"),
-            ));
-        }
-    };
-    let mut worker_env = Vec::new();
-    for (i, name) in raw.worker_env.unwrap_or_default().iter().enumerate() {
-        let name = name.trim();
-        let valid = !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !name.starts_with(|c: char| c.is_ascii_digit());
-        if !valid {
-            return Err(origins.error(
-                "runner.worker_env",
-                Some(i),
-                format!("{name:?} is not an environment variable name"),
-            ));
-        }
-        if name.starts_with(super::ENV_PREFIX)
-            || name.starts_with("ZULIP_")
-            || name == "DATABASE_URL"
-        {
-            return Err(origins.error(
-                "runner.worker_env",
-                Some(i),
-                format!("{name} is Eagle's own: a worker must never hold it"),
-            ));
-        }
-        worker_env.push(name.to_string());
-    }
+    let worker_user = unix_user("runner.worker_user", raw.worker_user.as_deref(), origins)?;
+    let worker_env = env_names(
+        "runner.worker_env",
+        raw.worker_env.unwrap_or_default(),
+        origins,
+    )?;
     let limits = KindLimits {
         no_output: dur(
             "runner.no_output_timeout",
@@ -667,7 +663,78 @@ fn validate_channels(
     Ok(out)
 }
 
-fn duration(value: Option<&str>, default: Duration) -> Result<Duration, String> {
+/// `config_json` with `owner` set to `owner` if it has none (or an empty one).
+fn with_default_owner(config_json: &str, owner: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(config_json) {
+        Ok(serde_json::Value::Object(mut map)) => {
+            let unset = map
+                .get("owner")
+                .and_then(serde_json::Value::as_str)
+                .is_none_or(|o| o.trim().is_empty());
+            if unset {
+                map.insert("owner".into(), serde_json::Value::String(owner.to_string()));
+            }
+            serde_json::Value::Object(map).to_string()
+        }
+        _ => config_json.to_string(),
+    }
+}
+
+/// A Unix user name, if set.
+pub(super) fn unix_user(
+    key: &str,
+    value: Option<&str>,
+    origins: &Origins<'_>,
+) -> Result<Option<String>, ProfileError> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(user)
+            if user
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) =>
+        {
+            Ok(Some(user.to_string()))
+        }
+        Some(user) => Err(origins.error(key, None, format!("{user:?} is not a Unix user name"))),
+    }
+}
+
+/// Names of environment variables a worker (or the analysis command) may
+/// see: valid names, and never one of Eagle's own.
+pub(super) fn env_names(
+    key: &str,
+    names: Vec<String>,
+    origins: &Origins<'_>,
+) -> Result<Vec<String>, ProfileError> {
+    let mut out = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let name = name.trim();
+        let valid = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit());
+        if !valid {
+            return Err(origins.error(
+                key,
+                Some(i),
+                format!("{name:?} is not an environment variable name"),
+            ));
+        }
+        if name.starts_with(super::ENV_PREFIX)
+            || name.starts_with("ZULIP_")
+            || name == "DATABASE_URL"
+        {
+            return Err(origins.error(
+                key,
+                Some(i),
+                format!("{name} is Eagle's own: a worker must never hold it"),
+            ));
+        }
+        out.push(name.to_string());
+    }
+    Ok(out)
+}
+
+pub(super) fn duration(value: Option<&str>, default: Duration) -> Result<Duration, String> {
     match value {
         None => Ok(default),
         Some(text) => humantime::parse_duration(text.trim())

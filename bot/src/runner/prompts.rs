@@ -76,6 +76,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "workdir",
     "branch",
     "pr_url",
+    "pr_status",
     "decisions",
     "source",
     "links",

@@ -320,7 +320,8 @@ pub(super) fn argv(shared: &Shared, dir: &RunDir, launch: &Launch) -> Vec<String
     argv
 }
 
-fn fill(word: &str, values: &BTreeMap<&str, String>) -> String {
+/// Puts `values` into `{name}` placeholders of one word (unknown ones stay).
+pub(crate) fn fill(word: &str, values: &BTreeMap<&str, String>) -> String {
     let mut out = String::with_capacity(word.len());
     let mut rest = word;
     while let Some(open) = rest.find('{') {

@@ -20,8 +20,8 @@ use crate::host;
 use crate::profile::{KindLimits, WorkerKind};
 use crate::protocol::{Line, Tag};
 use crate::store::{
-    Claim, Control, Fence, NewRequest, Request, RequestStatus, RequestVia, Run, RunEnd, RunState,
-    StoreError, Task, WorkerMirror,
+    Claim, Control, Fence, NewRequest, PrLink, PrOutcome, PrWork, Request, RequestStatus,
+    RequestVia, Run, RunEnd, RunState, StoreError, Task, WorkerMirror,
 };
 use crate::text::{neutralize_mentions, one_line};
 
@@ -259,6 +259,15 @@ fn decisions_text(requests: &[Request]) -> String {
     out
 }
 
+/// The run's PR as a prompt shows it: its URL, else `#<number>`.
+fn pr_url(run: &Run) -> String {
+    match (&run.pr_url, run.pr_number) {
+        (Some(url), _) => url.clone(),
+        (None, Some(n)) => format!("#{n}"),
+        (None, None) => String::new(),
+    }
+}
+
 /// Whether Claude Code kept a transcript of this session (so it can be resumed).
 fn transcript_exists(dir: &RunDir, session: &str) -> bool {
     let projects = dir.home.join(".claude").join("projects");
@@ -287,10 +296,12 @@ async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker, Failure> 
                 )
         })
         .collect();
-    let kind = if claim.from == RunState::Queued {
-        PromptKind::Investigation
-    } else {
-        PromptKind::Continue
+    let kind = match (claim.from, run.pr_work.0) {
+        (RunState::Queued, _) => PromptKind::Investigation,
+        (RunState::Pr, Some(PrWork::FixCi)) => PromptKind::FixCi,
+        (RunState::Pr, Some(PrWork::FixComments)) => PromptKind::FixComments,
+        (RunState::Pr, Some(PrWork::PrReview)) => PromptKind::PrReview,
+        _ => PromptKind::Continue,
     };
     let dir = spawn::prepare_run(shared, run, task.as_ref()).await?;
     let session = (shared.command.kind == WorkerKind::Claude).then(|| {
@@ -330,7 +341,8 @@ async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker, Failure> 
         ),
         ("workdir", dir.work.display().to_string()),
         ("branch", branch.clone()),
-        ("pr_url", run.pr_url.clone().unwrap_or_default()),
+        ("pr_url", pr_url(run)),
+        ("pr_status", run.pr_status.clone().unwrap_or_default()),
         ("decisions", decisions_text(&undelivered)),
     ]
     .into_iter()
@@ -469,7 +481,8 @@ struct Worker {
     requests: Arc<AtomicUsize>,
     /// Lines read but not yet recorded (a database error is retried).
     unprocessed: Vec<LogLine>,
-    done: Option<String>,
+    /// The worker's `[DONE: …]`: its action and its words.
+    done: Option<(String, String)>,
     ending: Option<Ending>,
     kill_at: Option<Instant>,
     wrap_up_at: Option<Instant>,
@@ -784,7 +797,7 @@ impl Worker {
                             }
                         }
                         Tag::Done => {
-                            done = Some(p.action.clone());
+                            done = Some((p.action.clone(), p.body.clone()));
                             if let Some(before) =
                                 status.take().or_else(|| self.pending_status.take())
                             {
@@ -838,8 +851,8 @@ impl Worker {
             None
         };
         tx.commit().await?;
-        if let Some(action) = done {
-            self.done = Some(action);
+        if let Some(done) = done {
+            self.done = Some(done);
         }
         if let Some(s) = session {
             self.session = Some(s);
@@ -995,14 +1008,48 @@ impl Worker {
                 ),
             ));
         }
-        match self.done.as_deref() {
+        let in_pr = run.as_ref().is_some_and(|r| r.state == RunState::Pr);
+        let (done, done_body) = match &self.done {
+            Some((action, body)) => (Some(action.as_str()), body.as_str()),
+            None => (None, ""),
+        };
+        match done {
+            // A worker on a PR (fix-ci, fix-comments, pr-review) finished
+            // its part: the PR loop looks at the PR again.
+            Some(action) if in_pr => {
+                let outcome = match action {
+                    "review_green" => PrOutcome::ReviewGreen,
+                    "changes_requested" => PrOutcome::ChangesRequested,
+                    _ => PrOutcome::Done,
+                };
+                return Ok((
+                    RunEnd::PrWorkDone {
+                        outcome,
+                        reason: format!("the worker reported [DONE: {action}]"),
+                    },
+                    format!(
+                        "[STATUS: pr] run:{run_id} the worker is done ({action}); the PR is looked at again"
+                    ),
+                ));
+            }
             Some("pr_ready") => {
+                let pr = PrLink::find(done_body);
+                let text = match &pr {
+                    Some(link) => format!(
+                        "[STATUS: pr] run:{run_id} PR #{} waits for CI and review",
+                        link.number
+                    ),
+                    None => format!(
+                        "[STATUS: pr] run:{run_id} waits in pr: the worker named no PR number (`[DONE: pr_ready] PR #<n>`)"
+                    ),
+                };
                 return Ok((
                     RunEnd::Moved {
                         to: RunState::Pr,
                         reason: "the worker reported [DONE: pr_ready]".into(),
+                        pr,
                     },
-                    format!("[STATUS: pr] run:{run_id} waits for its PR to be reviewed and merged"),
+                    text,
                 ));
             }
             Some("abandoned") => {
@@ -1010,6 +1057,7 @@ impl Worker {
                     RunEnd::Moved {
                         to: RunState::Abandoned,
                         reason: "the worker reported [DONE: abandoned]".into(),
+                        pr: None,
                     },
                     format!("[STATUS: abandoned] run:{run_id} the task goes back for review"),
                 ));

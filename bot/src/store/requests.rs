@@ -138,6 +138,11 @@ pub struct Request {
     pub expires_at: Option<DateTime<Utc>>,
     pub delivered_at: Option<DateTime<Utc>>,
     pub bound_to: Option<i64>,
+    /// For `merge_pr`: the PR head it was asked for.
+    pub bound_sha: Option<String>,
+    /// When Eagle carried it out (a merge, an Asana comment), and how it went.
+    pub carried_out_at: Option<DateTime<Utc>>,
+    pub carried_out: Option<String>,
 }
 
 impl Request {
@@ -153,7 +158,8 @@ impl Request {
 
 const REQUEST_COLUMNS: &str = "id, run_id, attempt, request_key, via, kind, action, body, \
     params_hash, created_at, status, decided_at, decided_by, decision_reason, notify_owner, note, \
-    escalated_at, reminded_at, expires_at, delivered_at, bound_to";
+    escalated_at, reminded_at, expires_at, delivered_at, bound_to, bound_sha, carried_out_at, \
+    carried_out";
 
 fn select(tail: &str) -> sqlx::AssertSqlSafe<String> {
     super::tasks::sql(&["SELECT ", REQUEST_COLUMNS, " FROM worker_requests ", tail])
@@ -184,20 +190,23 @@ impl Tx {
     pub async fn record_request(&mut self, new: &NewRequest, fence: &Fence) -> Result<Recorded> {
         // Locked (on PostgreSQL) until commit: the claim cannot end meanwhile.
         let run = self.run_for_update(fence.run).await?;
-        let holds = run.is_some_and(|r| {
+        let Some(run) = run.filter(|r| {
             r.lease_owner.as_deref() == Some(fence.owner.as_str())
                 && r.attempt == fence.attempt
                 && !r.state.is_final()
-        });
-        if !holds {
+        }) else {
             return Err(StoreError::Fenced(format!("run {}", fence.run)));
-        }
+        };
         let now = super::now();
         let hash = new.params_hash();
+        // A merge binds to the PR's head as the PR loop last saw it: a push
+        // after that expires the request (and an approval of it merges only
+        // that commit).
+        let bound_sha = (new.action == "merge_pr").then_some(run.head_sha).flatten();
         let id: Option<i64> = on_tx!(self, conn => {
             sqlx::query_scalar(
                 "INSERT INTO worker_requests (run_id, attempt, request_key, via, kind, action, body, \
-                 params_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 params_hash, created_at, bound_sha) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
                  ON CONFLICT (run_id, attempt, request_key) DO NOTHING RETURNING id",
             )
             .bind(new.run_id)
@@ -209,6 +218,7 @@ impl Tx {
             .bind(&new.body)
             .bind(&hash)
             .bind(now)
+            .bind(&bound_sha)
             .fetch_optional(conn)
             .await
         })
@@ -261,6 +271,7 @@ impl Tx {
             sqlx::query_as(
                 "SELECT id, status, decision_reason, note FROM worker_requests \
                  WHERE run_id = $1 AND params_hash = $2 AND id < $3 \
+                 AND bound_sha IS NOT DISTINCT FROM $4 \
                  AND decided_by LIKE 'human:%' AND bound_to IS NULL \
                  AND ((status = 'approved' AND consumed_at IS NULL) OR status = 'denied') \
                  ORDER BY id DESC LIMIT 1",
@@ -268,6 +279,7 @@ impl Tx {
             .bind(run_id)
             .bind(hash)
             .bind(id)
+            .bind(&request.bound_sha)
             .fetch_optional(conn)
             .await
         })
@@ -592,6 +604,61 @@ impl Store {
                 .await
         })
         .op("listing a run's requests")
+    }
+
+    /// Approved requests Eagle carries out itself (`merge_pr`,
+    /// `post_asana_comment`) and has not yet, oldest first. A request that
+    /// reused an earlier human approval (`bound_to`) is that approval's
+    /// repetition, not a second merge.
+    pub async fn requests_to_carry_out(&self, limit: i64) -> Result<Vec<Request>> {
+        on_pool!(self, pool => {
+            sqlx::query_as(select(
+                "WHERE status = 'approved' AND carried_out_at IS NULL AND bound_to IS NULL \
+                 AND action IN ('merge_pr', 'post_asana_comment') ORDER BY id LIMIT $1",
+            ))
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+        })
+        .op("listing approved requests to carry out")
+    }
+}
+
+impl Tx {
+    /// Records that Eagle carried out an approved request (or why it could
+    /// not), once: false if it was recorded already. Audited.
+    pub async fn record_carried_out(&mut self, id: i64, outcome: &str, done: bool) -> Result<bool> {
+        let now = super::now();
+        let changed = on_tx!(self, conn => {
+            sqlx::query(
+                "UPDATE worker_requests SET carried_out_at = $2, carried_out = $3 \
+                 WHERE id = $1 AND carried_out_at IS NULL",
+            )
+            .bind(id)
+            .bind(now)
+            .bind(outcome)
+            .execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("recording what Eagle carried out")?;
+        if changed == 0 {
+            return Ok(false);
+        }
+        self.audit(&NewAuditEntry {
+            actor: "eagle".into(),
+            action: if done {
+                "request.carried_out"
+            } else {
+                "request.not_carried_out"
+            }
+            .into(),
+            subject: format!("request:{id}"),
+            reason: Some(outcome.to_string()),
+            ..NewAuditEntry::default()
+        })
+        .await?;
+        Ok(true)
     }
 }
 

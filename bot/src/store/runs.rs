@@ -42,18 +42,14 @@ pub const RUN_TRANSITIONS: &[(RunState, RunState, &str)] = &[
     (
         R::Pr,
         R::Complete,
-        "the PR loop finds review and CI green (later milestone)",
+        "the PR loop finds CI and the review green and nothing unresolved, or the PR merged",
     ),
-    (
-        R::Pr,
-        R::Abandoned,
-        "the PR was closed unmerged (later milestone)",
-    ),
+    (R::Pr, R::Abandoned, "the PR was closed unmerged"),
     (R::Pr, R::Cancelled, "!cancel"),
     (
         R::Complete,
         R::Pr,
-        "a human comments on a complete draft PR (later milestone)",
+        "a human comments on a complete draft PR",
     ),
     (R::Abandoned, R::Queued, "!retry"),
 ];
@@ -75,6 +71,7 @@ pub const TASK_TRANSITIONS: &[(TaskStatus, TaskStatus, &str)] = &[
     (T::AwaitingGo, T::Cancelled, "withdrawn"),
     (T::Skip, T::Pending, "re-analysis (the seed's Phase 7)"),
     (T::Skip, T::Approved, "!go overrides a skip (recorded)"),
+    (T::Skip, T::Cancelled, "closed where it came from"),
     (T::Approved, T::Done, "its run is complete"),
     (T::Approved, T::Cancelled, "its run is cancelled"),
     (
@@ -177,11 +174,31 @@ pub struct WorkerMirror {
     pub alive_for: Duration,
 }
 
+/// What a worker on a run in `pr` reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrOutcome {
+    /// A fix is pushed (or the comments answered): look again.
+    Done,
+    /// The review found the PR's head good (`[DONE: review_green]`).
+    ReviewGreen,
+    /// The review asked for changes (`[DONE: changes_requested]`): a
+    /// fix-comments worker answers them.
+    ChangesRequested,
+}
+
 /// How a worker's attempt ended, as the runner judged it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunEnd {
-    /// The worker reported a result that moves the run (`pr`, `abandoned`).
-    Moved { to: RunState, reason: String },
+    /// The worker reported a result that moves the run (`pr`, `abandoned`),
+    /// naming its PR when it opened one.
+    Moved {
+        to: RunState,
+        reason: String,
+        pr: Option<super::PrLink>,
+    },
+    /// A worker on a run in `pr` (fix-ci, fix-comments, pr-review) finished
+    /// its part: the PR loop looks at the PR again.
+    PrWorkDone { outcome: PrOutcome, reason: String },
     /// It crashed, was killed by a watchdog, or stopped without a result:
     /// back to the pool, or held for the owner after `max_attempts`.
     Failed {
@@ -440,6 +457,7 @@ impl Tx {
                 "UPDATE executor_runs SET held = $2, updated_at = $3, \
                  waiting_on = CASE WHEN $2 THEN waiting_on ELSE NULL END, \
                  failures = CASE WHEN $4 THEN 0 ELSE failures END, \
+                 ci_attempts = CASE WHEN $4 THEN 0 ELSE ci_attempts END, \
                  cost_cap_usd = CASE WHEN $4 AND cost_cap_usd IS NOT NULL AND cost_usd >= cost_cap_usd \
                      THEN cost_usd + cost_cap_usd ELSE cost_cap_usd END, \
                  state_reason = $5 WHERE id = $1",
@@ -650,7 +668,7 @@ impl Tx {
         // A run cancelled while its worker was ending stays cancelled.
         let stopped;
         let end = match end {
-            RunEnd::Moved { .. } if run.state.is_final() => {
+            RunEnd::Moved { .. } | RunEnd::PrWorkDone { .. } if run.state.is_final() => {
                 stopped = RunEnd::Stopped {
                     reason: format!("the run is {}", run.state.as_str()),
                 };
@@ -696,7 +714,9 @@ impl Tx {
                 run.waiting_on.clone(),
                 "waiting for decisions".into(),
             ),
-            RunEnd::Moved { reason, .. } => (run.failures, false, None, reason.clone()),
+            RunEnd::Moved { reason, .. } | RunEnd::PrWorkDone { reason, .. } => {
+                (run.failures, false, None, reason.clone())
+            }
         };
         on_tx!(self, conn => {
             sqlx::query(
@@ -729,6 +749,7 @@ impl Tx {
             decision: Some(
                 match end {
                     RunEnd::Moved { .. } => "moved",
+                    RunEnd::PrWorkDone { .. } => "pr_work_done",
                     RunEnd::Failed { .. } if held => "held",
                     RunEnd::Failed { .. } => "retry",
                     RunEnd::Waiting => "waiting",
@@ -744,7 +765,10 @@ impl Tx {
             ..NewAuditEntry::default()
         })
         .await?;
-        if let RunEnd::Moved { to, reason } = end {
+        if let RunEnd::Moved { to, reason, pr } = end {
+            if let Some(link) = pr {
+                self.record_pr_link(fence.run, link).await?;
+            }
             // Unfenced now: the claim was released above, in this transaction.
             self.transition_run(&Transition {
                 run: fence.run,
@@ -754,6 +778,9 @@ impl Tx {
                 fence: None,
             })
             .await?;
+        }
+        if let RunEnd::PrWorkDone { outcome, .. } = end {
+            self.pr_work_done(fence.run, *outcome, now).await?;
         }
         if held && matches!(end, RunEnd::Failed { .. } | RunEnd::CostCap { .. }) {
             let kind = if matches!(end, RunEnd::CostCap { .. }) {
@@ -919,7 +946,8 @@ impl Store {
         };
         let query = sql(&[
             "SELECT r.id FROM executor_runs AS r \
-             WHERE r.state IN ('queued', 'in_progress') AND NOT r.held \
+             WHERE (r.state IN ('queued', 'in_progress') OR (r.state = 'pr' AND r.pr_work IS NOT NULL)) \
+             AND NOT r.held \
              AND (r.lease_owner IS NULL OR r.lease_expires_at < $1) \
              AND (r.worker_alive_until IS NULL OR r.worker_alive_until < $1) \
              AND NOT EXISTS (SELECT 1 FROM worker_requests AS q \
@@ -954,7 +982,8 @@ impl Store {
         let from = run.state;
         let changed = on_tx!(tx, conn => {
             sqlx::query(
-                "UPDATE executor_runs SET state = 'in_progress', lease_owner = $2, \
+                "UPDATE executor_runs SET \
+                 state = CASE WHEN state = 'pr' THEN 'pr' ELSE 'in_progress' END, lease_owner = $2, \
                  lease_expires_at = $3, heartbeat_at = $4, attempt = attempt + 1, slot = $5, \
                  worker_alive_until = $6, updated_at = $4, started_at = COALESCE(started_at, $4), \
                  waiting_on = NULL, worker_exit_code = NULL, \
@@ -1098,7 +1127,8 @@ impl Store {
             on_tx!(tx, conn => {
                 sqlx::query_scalar(
                     "SELECT COUNT(*) FROM executor_runs AS r \
-                     WHERE r.state IN ('queued', 'in_progress') AND NOT r.held \
+                     WHERE (r.state IN ('queued', 'in_progress') OR (r.state = 'pr' AND r.pr_work IS NOT NULL)) \
+             AND NOT r.held \
                      AND (r.lease_owner IS NULL OR r.lease_expires_at < $1) \
                      AND (r.worker_alive_until IS NULL OR r.worker_alive_until < $1) \
                      AND NOT EXISTS (SELECT 1 FROM worker_requests AS q \

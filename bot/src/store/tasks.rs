@@ -167,6 +167,17 @@ pub struct Task {
     pub origin_topic: Option<String>,
     pub origin_message_id: Option<i64>,
     pub origin_private: bool,
+    /// `filter` or `analysis`, for a skipped task.
+    pub skipped_by: Option<String>,
+    /// Every filter's reason, as JSON: `[{"plugin": …, "reason": …}]`.
+    pub skip_reasons: Option<String>,
+    /// An analysis answer that could not be read, as it was.
+    pub analysis_raw: Option<String>,
+    /// Put back by a re-analysis: its conclusion goes into a summary.
+    pub quiet_analysis: bool,
+    pub analyzed_at: Option<DateTime<Utc>>,
+    /// The task in the system it came from (an Asana permalink).
+    pub external_url: Option<String>,
 }
 
 impl Task {
@@ -236,6 +247,71 @@ pub struct Run {
     pub cost_cap_usd: Option<f64>,
     pub turns: i64,
     pub slot: Option<i64>,
+    /// The PR's repository (`owner/name`), when it is not the profile's.
+    pub pr_repo: Option<String>,
+    /// The PR's head as the PR loop last saw it.
+    pub head_sha: Option<String>,
+    /// What a worker must do about the PR next (`fix_ci`, `fix_comments`,
+    /// `pr_review`); none while CI runs, so the run holds no worker slot.
+    #[sqlx(try_from = "Option<String>")]
+    pub pr_work: PrWorkSlot,
+    /// Why the run waits, for `!status` (`waiting for CI`, …).
+    pub pr_status: Option<String>,
+    pub pr_checked_at: Option<DateTime<Utc>>,
+    /// The head a pr-review worker found green.
+    pub review_green_sha: Option<String>,
+    /// Comments up to this time were considered (a later human comment on a
+    /// complete draft PR sends the run back to `pr`).
+    pub pr_comments_seen_at: Option<DateTime<Utc>>,
+    /// The last poll's mark (JSON), see [`crate::github::PollMark`].
+    pub pr_poll: Option<String>,
+    pub head_seen_at: Option<DateTime<Utc>>,
+    /// The head CI was re-triggered for.
+    pub ci_triggered_sha: Option<String>,
+    /// When the PR was merged or closed: nothing more to watch.
+    pub pr_closed_at: Option<DateTime<Utc>>,
+    /// The head the last fix worker ended on, and when.
+    pub pr_work_done_sha: Option<String>,
+    pub pr_work_done_at: Option<DateTime<Utc>>,
+}
+
+/// What a worker must do about a run's PR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PrWork {
+    FixCi,
+    FixComments,
+    PrReview,
+}
+
+impl PrWork {
+    pub const ALL: [PrWork; 3] = [PrWork::FixCi, PrWork::FixComments, PrWork::PrReview];
+
+    /// The stored word, also the prompt kind (`fix_ci`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrWork::FixCi => "fix_ci",
+            PrWork::FixComments => "fix_comments",
+            PrWork::PrReview => "pr_review",
+        }
+    }
+}
+
+/// A run's `pr_work` column: `None` when nothing is to be done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PrWorkSlot(pub Option<PrWork>);
+
+impl TryFrom<Option<String>> for PrWorkSlot {
+    type Error = StoreError;
+    fn try_from(value: Option<String>) -> Result<Self> {
+        match value {
+            None => Ok(PrWorkSlot(None)),
+            Some(word) => PrWork::ALL
+                .into_iter()
+                .find(|w| w.as_str() == word)
+                .map(|w| PrWorkSlot(Some(w)))
+                .ok_or_else(|| StoreError::Corrupt(format!("unknown PR work {word:?}"))),
+        }
+    }
 }
 
 impl Run {
@@ -262,7 +338,8 @@ pub struct StatusCounts {
 pub(super) const TASK_COLUMNS: &str = "id, task_gid, added_at, updated_at, source, title, description, notes, \
     links, tags, platform, assignee, task_state, status, status_reason, priority, complexity, \
     feasibility, analysis_summary, executor_run_id, requested_by, requested_by_id, \
-    origin_transport, origin_channel, origin_topic, origin_message_id, origin_private";
+    origin_transport, origin_channel, origin_topic, origin_message_id, origin_private, \
+    skipped_by, skip_reasons, analysis_raw, quiet_analysis, analyzed_at, external_url";
 
 pub(super) const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, started_at, \
     completed_at, state, state_reason, held, waiting_on, worktree_path, branch_name, pr_url, \
@@ -270,7 +347,9 @@ pub(super) const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, star
     attempt, log_path, worker_session_id, lease_owner, lease_expires_at, heartbeat_at, \
     prompt_kind, failures, worker_pgid, worker_host, worker_start_ticks, worker_started_at, \
     worker_alive_until, worker_exit_code, worker_exit_file, log_offset, socket_path, \
-    token_sha256, cost_usd, session_cost_usd, cost_cap_usd, turns, slot";
+    token_sha256, cost_usd, session_cost_usd, cost_cap_usd, turns, slot, pr_repo, head_sha, \
+    pr_work, pr_status, pr_checked_at, review_green_sha, pr_comments_seen_at, pr_poll, \
+    head_seen_at, ci_triggered_sha, pr_closed_at, pr_work_done_sha, pr_work_done_at";
 
 const OPEN_TASK_FILTER: &str = "status NOT IN ('skip', 'done', 'cancelled')";
 const OPEN_RUN_FILTER: &str = "state NOT IN ('complete', 'abandoned', 'cancelled')";

@@ -1,0 +1,561 @@
+//! The analyzer: every pending task is judged by the filter plugins (keep,
+//! or skip with every reason kept), and a kept one by the configured
+//! analysis command (for_review / awaiting_go / skip, with a summary,
+//! complexity, feasibility and priority). With no command, kept tasks go to
+//! for_review. One analyzer works per deployment (a lease elects it); it
+//! works through everything pending, then waits for the database to say a
+//! task came in.
+//!
+//! Each conclusion, its audit entry and the message that tells the
+//! requester (in the conversation the task came from, with the one command
+//! that moves it on) are one transaction. Tasks from other sources, and
+//! tasks put back by a re-analysis, are told about in one summary per pass
+//! in the inbox topic, never a message each.
+
+pub mod answer;
+pub mod command;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::mirror::Poster;
+use crate::policy::PolicyHost;
+use crate::runner::{PromptKind, Prompts};
+use crate::store::{Analysis, Destination, SkipReason, Store, Task, TaskStatus};
+use crate::text::{neutralize_mentions, one_line};
+
+pub use command::{AnalysisCommand, Ran};
+
+/// The analyzer's lease.
+const LEASE: &str = "analyzer";
+/// How long the lease lasts without renewal.
+const LEASE_TTL: Duration = Duration::from_secs(60);
+/// How often it is renewed while the analyzer works or waits.
+const LEASE_RENEW: Duration = Duration::from_secs(20);
+/// Tasks read per round.
+const BATCH: i64 = 100;
+/// Task ids listed by name in a summary; the rest are counted.
+const SUMMARY_IDS: usize = 20;
+/// The actor in the audit log.
+const ACTOR: &str = "analyzer";
+
+/// What one pass concluded, for the summary.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PassSummary {
+    pub awaiting_go: Vec<i64>,
+    pub for_review: Vec<i64>,
+    pub skipped: Vec<i64>,
+}
+
+impl PassSummary {
+    pub fn total(&self) -> usize {
+        self.awaiting_go.len() + self.for_review.len() + self.skipped.len()
+    }
+
+    fn add(&mut self, other: &PassSummary) {
+        self.awaiting_go.extend(&other.awaiting_go);
+        self.for_review.extend(&other.for_review);
+        self.skipped.extend(&other.skipped);
+    }
+
+    /// One message for a batch of conclusions.
+    pub fn text(&self, what: &str) -> String {
+        let ids = |ids: &[i64]| {
+            let mut shown: Vec<String> = ids
+                .iter()
+                .take(SUMMARY_IDS)
+                .map(|id| format!("#{id}"))
+                .collect();
+            if ids.len() > SUMMARY_IDS {
+                shown.push(format!("and {} more", ids.len() - SUMMARY_IDS));
+            }
+            shown.join(", ")
+        };
+        let mut lines = vec![format!("Analysed {} {what}:", self.total())];
+        if !self.awaiting_go.is_empty() {
+            lines.push(format!(
+                "* {} ready to start: {}",
+                self.awaiting_go.len(),
+                ids(&self.awaiting_go)
+            ));
+        }
+        if !self.for_review.is_empty() {
+            lines.push(format!(
+                "* {} for a human look: {}",
+                self.for_review.len(),
+                ids(&self.for_review)
+            ));
+        }
+        if !self.skipped.is_empty() {
+            lines.push(format!(
+                "* {} skipped: {}",
+                self.skipped.len(),
+                ids(&self.skipped)
+            ));
+        }
+        lines.push("`!status <task>` shows each; an approver's `!go <task>` starts one.".into());
+        lines.join("\n")
+    }
+}
+
+/// The analyzer of one profile.
+pub struct Analyzer {
+    pub store: Store,
+    pub policy: PolicyHost,
+    pub prompts: Prompts,
+    /// `None`: filters only.
+    pub command: Option<Arc<AnalysisCommand>>,
+    /// Posts under the profile's identity.
+    pub poster: Poster,
+    /// Where summaries go.
+    pub inbox: Destination,
+    /// Whether requesters are Zulip users (mentioned silently by id).
+    pub zulip: bool,
+    /// This instance's name for the lease.
+    pub instance: String,
+}
+
+impl Analyzer {
+    /// The analyzer of `profile`, posting under `poster`'s identity.
+    pub fn for_profile(
+        profile: &crate::profile::Profile,
+        store: Store,
+        policy: PolicyHost,
+        poster: Poster,
+        zulip: bool,
+        env: &BTreeMap<String, String>,
+    ) -> anyhow::Result<Analyzer> {
+        let settings = &profile.analyzer;
+        let prompts = Prompts::load(profile.runner.prompts_dir.as_deref())
+            .map_err(|why| anyhow::anyhow!("profile {}: {why}", profile.name))?;
+        let command = match &settings.command {
+            None => None,
+            Some(command) => {
+                let user = match &settings.worker_user {
+                    None => None,
+                    Some(name) => Some(crate::host::lookup_user(name)?.ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "profile {}: analyzer.worker_user {name:?} does not exist on this host",
+                            profile.name
+                        )
+                    })?),
+                };
+                Some(Arc::new(AnalysisCommand {
+                    command: command.clone(),
+                    settings: settings.clone(),
+                    exe: std::env::current_exe()?,
+                    dir: profile.state_dir().join("analysis"),
+                    user,
+                    env: env.clone(),
+                }))
+            }
+        };
+        Ok(Analyzer {
+            store,
+            policy,
+            prompts,
+            command,
+            inbox: Destination::Channel {
+                channel: settings.inbox_channel.clone(),
+                topic: settings.inbox_topic.clone(),
+            },
+            poster,
+            zulip,
+            instance: crate::host::instance_name(),
+        })
+    }
+
+    /// Works until `shutdown`: while it holds the lease, analyses whatever
+    /// is pending, then waits for a change in the database.
+    pub async fn run(&self, shutdown: CancellationToken) {
+        let mut changes = self.store.changes();
+        let mut backoff = crate::backoff::Backoff::new();
+        loop {
+            changes.mark_seen();
+            let wait = match self.take_lease().await {
+                Ok(true) => match self.work(&shutdown).await {
+                    Ok(_) => {
+                        backoff.succeeded();
+                        LEASE_RENEW
+                    }
+                    Err(error) => {
+                        let wait = backoff.failed();
+                        tracing::error!(%error, wait_ms = wait.as_millis() as u64, "the analyzer failed; retrying");
+                        wait
+                    }
+                },
+                Ok(false) => LEASE_RENEW,
+                Err(error) => {
+                    tracing::error!(%error, "cannot take the analyzer's lease");
+                    backoff.failed()
+                }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = changes.changed() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        let _ = self.store.release_lease(LEASE, &self.instance).await;
+    }
+
+    /// Takes the analyzer's lease for a one-off pass (`eagle analyze`).
+    pub async fn try_lead(&self) -> crate::store::Result<bool> {
+        self.take_lease().await
+    }
+
+    /// Gives the lease up after a one-off pass.
+    pub async fn step_down(&self) {
+        let _ = self.store.release_lease(LEASE, &self.instance).await;
+    }
+
+    async fn take_lease(&self) -> crate::store::Result<bool> {
+        if self
+            .store
+            .acquire_lease(LEASE, &self.instance, LEASE_TTL)
+            .await?
+        {
+            return Ok(true);
+        }
+        match self.store.lease_owner(LEASE).await? {
+            Some(owner) if owner != self.instance && crate::host::holder_is_dead(&owner) => {
+                self.store.release_lease(LEASE, &owner).await?;
+                self.store
+                    .acquire_lease(LEASE, &self.instance, LEASE_TTL)
+                    .await
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Analyses everything pending, in rounds, keeping the lease alive, and
+    /// posts the summary of what is summarised. Stops early on shutdown.
+    pub async fn work(&self, shutdown: &CancellationToken) -> crate::store::Result<PassSummary> {
+        let mut total = PassSummary::default();
+        let mut summarised = PassSummary::default();
+        loop {
+            let tasks = self.store.pending_tasks(BATCH).await?;
+            if tasks.is_empty() {
+                break;
+            }
+            let mut progressed = false;
+            for task in tasks {
+                if shutdown.is_cancelled() {
+                    break;
+                }
+                let Some((status, told)) = self.analyze_renewing(&task, shutdown).await? else {
+                    continue;
+                };
+                progressed = true;
+                let mut one = PassSummary::default();
+                match status {
+                    TaskStatus::AwaitingGo => one.awaiting_go.push(task.id),
+                    TaskStatus::Skip => one.skipped.push(task.id),
+                    _ => one.for_review.push(task.id),
+                }
+                total.add(&one);
+                if !told {
+                    summarised.add(&one);
+                }
+            }
+            if shutdown.is_cancelled() || !progressed {
+                break;
+            }
+        }
+        if summarised.total() > 0 {
+            let mut tx = self.store.begin_write().await?;
+            self.poster
+                .post_to(&mut tx, self.inbox.clone(), &summarised.text("tasks"))
+                .await?;
+            tx.commit().await?;
+        }
+        Ok(total)
+    }
+
+    /// Analyses one task while renewing the lease in the background (an
+    /// analysis command may take minutes). `None` if another analyzer or a
+    /// person concluded on it first.
+    async fn analyze_renewing(
+        &self,
+        task: &Task,
+        shutdown: &CancellationToken,
+    ) -> crate::store::Result<Option<(TaskStatus, bool)>> {
+        let analysis = self.analyze(task);
+        tokio::pin!(analysis);
+        loop {
+            tokio::select! {
+                done = &mut analysis => return done,
+                _ = tokio::time::sleep(LEASE_RENEW) => {
+                    if !self.store.acquire_lease(LEASE, &self.instance, LEASE_TTL).await.unwrap_or(false) {
+                        tracing::warn!(task = task.id, "the analyzer's lease went elsewhere; its writes stay fenced by the task's status");
+                    }
+                }
+                _ = shutdown.cancelled() => return Ok(None),
+            }
+        }
+    }
+
+    /// Filters, then (for a kept task) the analysis command. Returns the
+    /// status concluded and whether the requester was told directly.
+    async fn analyze(&self, task: &Task) -> crate::store::Result<Option<(TaskStatus, bool)>> {
+        let decision = self
+            .policy
+            .filter(&crate::decisions::policy_task(task))
+            .await;
+        if !decision.keep {
+            let reasons: Vec<SkipReason> = decision
+                .reasons
+                .iter()
+                .map(|(plugin, reason)| SkipReason {
+                    plugin: format!("{} {}", plugin.name, plugin.version),
+                    reason: reason.clone(),
+                })
+                .collect();
+            let mut tx = self.store.begin_write().await?;
+            if !tx.record_filter_skip(task.id, &reasons, ACTOR).await? {
+                return Ok(None);
+            }
+            let told = self.tell(&mut tx, task, &skip_text(task, &reasons)).await?;
+            tx.commit().await?;
+            return Ok(Some((TaskStatus::Skip, told)));
+        }
+        let analysis = match &self.command {
+            None => Analysis {
+                status: Some(TaskStatus::ForReview),
+                reason: "kept by the filters (no analysis command is configured)".into(),
+                ..Analysis::default()
+            },
+            Some(command) => self.run_command(command, task).await,
+        };
+        let status = analysis.status.unwrap_or(TaskStatus::ForReview);
+        let mut tx = self.store.begin_write().await?;
+        if !tx.record_analysis(task.id, &analysis, ACTOR).await? {
+            return Ok(None);
+        }
+        // Kept by the filters with no analysis to report: the task simply
+        // waits for an approver's `!go`, which its requester already knows
+        // from the queue reply; a message would only repeat it.
+        let told =
+            if self.command.is_none() && !task.quiet_analysis && origin_destination(task).is_some()
+            {
+                true
+            } else {
+                self.tell(&mut tx, task, &analysis_text(task, &analysis))
+                    .await?
+            };
+        tx.commit().await?;
+        Ok(Some((status, told)))
+    }
+
+    async fn run_command(&self, command: &AnalysisCommand, task: &Task) -> Analysis {
+        let prompt = self
+            .prompts
+            .render(PromptKind::Analysis, &prompt_values(task));
+        match command.run(task.id, &prompt).await {
+            Ran::Answered(output) => match answer::parse(&output) {
+                Ok(analysis) => analysis,
+                Err(why) => Analysis {
+                    status: Some(TaskStatus::ForReview),
+                    raw: Some(crate::mirror::cap(&output, 20_000)),
+                    reason: format!("the analysis answer could not be read ({why}); a human looks"),
+                    ..Analysis::default()
+                },
+            },
+            Ran::Failed(why) => {
+                tracing::warn!(
+                    task = task.id,
+                    why,
+                    "an analysis failed; the task is left for review"
+                );
+                Analysis {
+                    status: Some(TaskStatus::ForReview),
+                    reason: format!("{why}; a human looks"),
+                    ..Analysis::default()
+                }
+            }
+        }
+    }
+
+    /// Tells the requester in the task's own conversation, unless the task
+    /// is summarised instead (another source, or a re-analysis). Returns
+    /// whether it told.
+    async fn tell(
+        &self,
+        tx: &mut crate::store::Tx,
+        task: &Task,
+        text: &str,
+    ) -> crate::store::Result<bool> {
+        if task.quiet_analysis {
+            tx.clear_quiet(task.id).await?;
+            return Ok(false);
+        }
+        let Some(to) = origin_destination(task) else {
+            return Ok(false);
+        };
+        let greeting = match (task.requested_by.as_deref(), task.requested_by_id) {
+            (Some(name), Some(id)) if self.zulip && id > 0 => {
+                format!("{} ", crate::zulip::silent_mention(name, id))
+            }
+            _ => String::new(),
+        };
+        self.poster
+            .post_to(tx, to, &format!("{greeting}{text}"))
+            .await?;
+        Ok(true)
+    }
+
+    /// Re-analysis (the seed's Phase 7): see [`reanalysis_candidates`].
+    pub async fn reanalysis_candidates(&self) -> crate::store::Result<(Vec<i64>, usize)> {
+        reanalysis_candidates(&self.store, &self.policy).await
+    }
+
+    /// Puts `ids` back for analysis (quietly: one summary at the end).
+    /// Returns how many went back.
+    pub async fn reopen(&self, ids: &[i64], actor: &str) -> crate::store::Result<usize> {
+        let mut reopened = 0;
+        for chunk in ids.chunks(200) {
+            let mut tx = self.store.begin_write().await?;
+            for id in chunk {
+                if tx.reopen_for_analysis(*id, actor, true).await? {
+                    reopened += 1;
+                }
+            }
+            tx.commit().await?;
+        }
+        Ok(reopened)
+    }
+}
+
+/// Re-analysis (the seed's Phase 7): the skipped tasks the current filters
+/// would keep, without changing anything. Returns (their ids, how many
+/// tasks are skipped in all).
+pub async fn reanalysis_candidates(
+    store: &Store,
+    policy: &PolicyHost,
+) -> crate::store::Result<(Vec<i64>, usize)> {
+    let mut keep = Vec::new();
+    let mut total = 0;
+    let mut after = 0;
+    loop {
+        let tasks = store.skipped_tasks(after, 500).await?;
+        let Some(last) = tasks.last() else { break };
+        after = last.id;
+        for task in &tasks {
+            total += 1;
+            if policy
+                .filter(&crate::decisions::policy_task(task))
+                .await
+                .keep
+            {
+                keep.push(task.id);
+            }
+        }
+    }
+    Ok((keep, total))
+}
+
+/// Where a task's conclusion is told: its chat conversation, if it has one.
+pub fn origin_destination(task: &Task) -> Option<Destination> {
+    match task.origin_transport.as_deref() {
+        Some("zulip") => match (&task.origin_channel, &task.origin_topic) {
+            (Some(channel), Some(topic)) => Some(Destination::Channel {
+                channel: channel.clone(),
+                topic: topic.clone(),
+            }),
+            _ => task
+                .requested_by_id
+                .filter(|id| *id > 0)
+                .map(|id| Destination::Direct { user_ids: vec![id] }),
+        },
+        Some("shell") => Some(Destination::Channel {
+            channel: task
+                .origin_channel
+                .clone()
+                .unwrap_or_else(|| "shell".into()),
+            topic: task.origin_topic.clone().unwrap_or_default(),
+        }),
+        _ => None,
+    }
+}
+
+fn prompt_values(task: &Task) -> BTreeMap<&'static str, String> {
+    let list = |json: &str| {
+        serde_json::from_str::<Vec<String>>(json)
+            .unwrap_or_default()
+            .join(", ")
+    };
+    [
+        ("task_id", task.id.to_string()),
+        ("title", task.title.clone()),
+        ("description", task.description.clone()),
+        ("source", task.source.clone()),
+        ("links", list(&task.links)),
+        ("tags", list(&task.tags)),
+    ]
+    .into_iter()
+    .collect()
+}
+
+fn title(task: &Task) -> String {
+    neutralize_mentions(&one_line(&task.title, 120))
+}
+
+fn skip_text(task: &Task, reasons: &[SkipReason]) -> String {
+    let why = reasons
+        .iter()
+        .map(|r| {
+            format!(
+                "{} ({})",
+                neutralize_mentions(&one_line(&r.reason, 200)),
+                r.plugin
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    format!(
+        "Task #{} ({}) is skipped: {why}. An approver's `!go {}` takes it anyway.",
+        task.id,
+        title(task),
+        task.id
+    )
+}
+
+fn analysis_text(task: &Task, analysis: &Analysis) -> String {
+    let mut facts = Vec::new();
+    if let Some(c) = &analysis.complexity {
+        facts.push(format!("complexity {c}"));
+    }
+    if let Some(f) = &analysis.feasibility {
+        facts.push(format!("feasibility {f}"));
+    }
+    if let Some(p) = analysis.priority {
+        facts.push(format!("priority {p}"));
+    }
+    let facts = if facts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", facts.join(", "))
+    };
+    let summary = analysis
+        .summary
+        .as_deref()
+        .map(|s| format!(" {}", neutralize_mentions(&one_line(s, 400))))
+        .unwrap_or_default();
+    let id = task.id;
+    let head = format!("Task #{id} ({})", title(task));
+    match analysis.status.unwrap_or(TaskStatus::ForReview) {
+        TaskStatus::AwaitingGo => {
+            format!("{head} is ready to start{facts}.{summary} `!go {id}` starts it.")
+        }
+        TaskStatus::Skip => format!(
+            "{head} is skipped by the analysis{facts}.{summary} An approver's `!go {id}` takes it anyway."
+        ),
+        _ => format!(
+            "{head} needs a human look: {}{facts}.{summary} `!go {id}` starts it.",
+            neutralize_mentions(&analysis.reason)
+        ),
+    }
+}

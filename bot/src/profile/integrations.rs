@@ -1,0 +1,366 @@
+//! `[analyzer]`, `[github]` and `[asana]`: validated once, like the rest.
+//! Tokens are secrets: they come from an environment variable or a file
+//! private to Eagle's user, never from the profile itself.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use secrecy::SecretString;
+
+use super::raw::{RawAnalyzer, RawAsana, RawGithub};
+use super::validate::{Origins, duration, env_names, unix_user, worker_command};
+use super::{AnalyzerSettings, AsanaSettings, GithubSettings, ProfileError};
+
+const GITHUB_API: &str = "https://api.github.com";
+const ASANA_API: &str = "https://app.asana.com/api/1.0";
+const MERGE_METHODS: &[&str] = &["merge", "squash", "rebase"];
+
+pub(super) fn analyzer(
+    raw: RawAnalyzer,
+    origins: &Origins<'_>,
+    executor_channel: &str,
+) -> Result<AnalyzerSettings, ProfileError> {
+    let command = match raw.command.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) => Some(
+            worker_command(text, raw.command_kind.as_deref())
+                .map_err(|why| origins.error("analyzer.command", None, why))?,
+        ),
+    };
+    let dur =
+        |key: &str, value: Option<&str>, default: Duration| positive(origins, key, value, default);
+    let no_output_timeout = dur(
+        "analyzer.no_output_timeout",
+        raw.no_output_timeout.as_deref(),
+        Duration::from_secs(5 * 60),
+    )?;
+    let hard_timeout = dur(
+        "analyzer.hard_timeout",
+        raw.hard_timeout.as_deref(),
+        Duration::from_secs(15 * 60),
+    )?;
+    let name = |key: &str, value: Option<String>, default: &str| match value {
+        None => Ok(default.to_string()),
+        Some(v) if v.trim().is_empty() => Err(origins.error(key, None, "is empty")),
+        Some(v) => Ok(v.trim().to_string()),
+    };
+    Ok(AnalyzerSettings {
+        command,
+        no_output_timeout,
+        hard_timeout,
+        env: env_names("analyzer.env", raw.env.unwrap_or_default(), origins)?,
+        worker_user: unix_user("analyzer.worker_user", raw.worker_user.as_deref(), origins)?,
+        path: raw.path.filter(|p| !p.trim().is_empty()),
+        inbox_channel: name(
+            "analyzer.inbox_channel",
+            raw.inbox_channel,
+            executor_channel,
+        )?,
+        inbox_topic: name("analyzer.inbox_topic", raw.inbox_topic, "inbox")?,
+    })
+}
+
+pub(super) fn github(
+    raw: RawGithub,
+    origins: &Origins<'_>,
+    base: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<GithubSettings, ProfileError> {
+    let api_url = api_url(
+        origins,
+        "github.api_url",
+        raw.api_url.as_deref(),
+        GITHUB_API,
+    )?;
+    let repo = match raw.repo.as_deref().map(str::trim) {
+        Some(repo) if valid_repo(repo) => repo.to_string(),
+        Some(repo) => {
+            return Err(origins.error(
+                "github.repo",
+                None,
+                format!("{repo:?} is not a repository as owner/name"),
+            ));
+        }
+        None => {
+            return Err(origins.error(
+                "github.repo",
+                None,
+                "is missing: the repository runs open their PRs in, as owner/name",
+            ));
+        }
+    };
+    let token = token(
+        origins,
+        "github",
+        raw.token_env.as_deref(),
+        raw.token_file.as_deref(),
+        "GITHUB_TOKEN",
+        base,
+        env,
+    )?;
+    let merge_method = raw.merge_method.unwrap_or_else(|| "squash".into());
+    if !MERGE_METHODS.contains(&merge_method.as_str()) {
+        return Err(origins.error(
+            "github.merge_method",
+            None,
+            format!(
+                "{merge_method:?} is not one of {}",
+                MERGE_METHODS.join(", ")
+            ),
+        ));
+    }
+    let ci_attempts = raw.ci_attempts.unwrap_or(3);
+    if !(1..=50).contains(&ci_attempts) {
+        return Err(origins.error(
+            "github.ci_attempts",
+            None,
+            format!("{ci_attempts} is outside 1..=50"),
+        ));
+    }
+    Ok(GithubSettings {
+        api_url,
+        repo,
+        token,
+        required_checks: names(origins, "github.required_checks", raw.required_checks)?,
+        required_labels: names(origins, "github.required_labels", raw.required_labels)?,
+        ci_workflow: raw.ci_workflow.filter(|w| !w.trim().is_empty()),
+        ci_grace: positive(
+            origins,
+            "github.ci_grace",
+            raw.ci_grace.as_deref(),
+            Duration::from_secs(10 * 60),
+        )?,
+        poll_interval: positive(
+            origins,
+            "github.poll_interval",
+            raw.poll_interval.as_deref(),
+            Duration::from_secs(2 * 60),
+        )?,
+        merge_method,
+        ci_attempts,
+        bot_logins: names(origins, "github.bot_logins", raw.bot_logins)?
+            .into_iter()
+            .map(|l| l.to_lowercase())
+            .collect(),
+    })
+}
+
+pub(super) fn asana(
+    raw: RawAsana,
+    origins: &Origins<'_>,
+    base: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<AsanaSettings, ProfileError> {
+    let api_url = api_url(origins, "asana.api_url", raw.api_url.as_deref(), ASANA_API)?;
+    let token = token(
+        origins,
+        "asana",
+        raw.token_env.as_deref(),
+        raw.token_file.as_deref(),
+        "ASANA_TOKEN",
+        base,
+        env,
+    )?;
+    let workspace = match raw.workspace.as_deref().map(str::trim) {
+        Some(gid) if is_gid(gid) => gid.to_string(),
+        Some(gid) => {
+            return Err(origins.error(
+                "asana.workspace",
+                None,
+                format!("{gid:?} is not an Asana gid (digits)"),
+            ));
+        }
+        None => {
+            return Err(origins.error(
+                "asana.workspace",
+                None,
+                "is missing: the workspace's gid (My Tasks and followed tasks are read in it)",
+            ));
+        }
+    };
+    let places = |key: &str, list: Option<Vec<super::raw::RawAsanaPlace>>| {
+        let mut out = Vec::new();
+        for (i, place) in list.unwrap_or_default().into_iter().enumerate() {
+            if !is_gid(place.gid.trim()) {
+                return Err(origins.error(
+                    key,
+                    Some(i),
+                    format!("gid {:?} is not an Asana gid (digits)", place.gid),
+                ));
+            }
+            if place.source.trim().is_empty() {
+                return Err(origins.error(key, Some(i), "source is empty"));
+            }
+            out.push((
+                place.gid.trim().to_string(),
+                place.source.trim().to_string(),
+            ));
+        }
+        Ok(out)
+    };
+    let projects = places("asana.projects", raw.projects)?;
+    let sections = places("asana.sections", raw.sections)?;
+    let mut my_tasks = Vec::new();
+    for (i, entry) in raw.my_tasks.unwrap_or_default().into_iter().enumerate() {
+        if entry.section.trim().is_empty() || entry.source.trim().is_empty() {
+            return Err(origins.error("asana.my_tasks", Some(i), "give section and source"));
+        }
+        my_tasks.push((
+            entry.section.trim().to_string(),
+            entry.source.trim().to_string(),
+        ));
+    }
+    let followed_source = raw.followed_source.filter(|s| !s.trim().is_empty());
+    if projects.is_empty()
+        && sections.is_empty()
+        && my_tasks.is_empty()
+        && followed_source.is_none()
+    {
+        return Err(origins.error(
+            "asana",
+            None,
+            "names nothing to import: give projects, sections, my_tasks or followed_source",
+        ));
+    }
+    Ok(AsanaSettings {
+        api_url,
+        token,
+        workspace,
+        projects,
+        sections,
+        my_tasks,
+        followed_source,
+        platform_field: raw.platform_field.filter(|f| !f.trim().is_empty()),
+        platform_tags: names(origins, "asana.platform_tags", raw.platform_tags)?
+            .into_iter()
+            .map(|t| t.to_lowercase())
+            .collect(),
+        poll_interval: positive(
+            origins,
+            "asana.poll_interval",
+            raw.poll_interval.as_deref(),
+            Duration::from_secs(5 * 60),
+        )?,
+    })
+}
+
+fn positive(
+    origins: &Origins<'_>,
+    key: &str,
+    value: Option<&str>,
+    default: Duration,
+) -> Result<Duration, ProfileError> {
+    let d = duration(value, default).map_err(|why| origins.error(key, None, why))?;
+    if d.is_zero() {
+        return Err(origins.error(key, None, "must be longer than zero"));
+    }
+    Ok(d)
+}
+
+fn api_url(
+    origins: &Origins<'_>,
+    key: &str,
+    value: Option<&str>,
+    default: &str,
+) -> Result<url::Url, ProfileError> {
+    let text = value.map(str::trim).unwrap_or(default);
+    let url = url::Url::parse(text)
+        .map_err(|e| origins.error(key, None, format!("{text:?} is not a URL ({e})")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(origins.error(key, None, format!("{text:?} is not an http(s) URL")));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        // Never echo it: it may hold a secret.
+        return Err(origins.error(
+            key,
+            None,
+            "holds credentials: give the token through token_env or token_file",
+        ));
+    }
+    Ok(url)
+}
+
+/// The token from the environment variable `token_env` (default
+/// `default_env`) or from `token_file`; never echoed.
+fn token(
+    origins: &Origins<'_>,
+    section: &str,
+    token_env: Option<&str>,
+    token_file: Option<&str>,
+    default_env: &str,
+    base: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<SecretString, ProfileError> {
+    let file_key = format!("{section}.token_file");
+    let env_key = format!("{section}.token_env");
+    if let Some(file) = token_file.map(str::trim).filter(|f| !f.is_empty()) {
+        let path = origins.resolve(&file_key, base, file);
+        return read_token_file(&path).map_err(|why| origins.error(&file_key, None, why));
+    }
+    let var = token_env.map(str::trim).unwrap_or(default_env);
+    if var.is_empty() {
+        return Err(origins.error(&env_key, None, "is empty"));
+    }
+    match env.get(var).map(|v| v.trim()) {
+        Some(value) if !value.is_empty() => Ok(SecretString::from(value.to_string())),
+        _ => Err(origins.error(
+            &env_key,
+            None,
+            format!(
+                "the token is not set: put it in the environment variable {var}, or give {file_key}"
+            ),
+        )),
+    }
+}
+
+fn read_token_file(path: &Path) -> Result<SecretString, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} is readable by others: make it Eagle's user's only (chmod 600)",
+            path.display()
+        ));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(format!("{} is empty", path.display()));
+    }
+    if token.chars().any(char::is_whitespace) {
+        return Err(format!("{} holds more than one token", path.display()));
+    }
+    Ok(SecretString::from(token.to_string()))
+}
+
+fn names(
+    origins: &Origins<'_>,
+    key: &str,
+    list: Option<Vec<String>>,
+) -> Result<Vec<String>, ProfileError> {
+    let mut out = Vec::new();
+    for (i, name) in list.unwrap_or_default().into_iter().enumerate() {
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(origins.error(key, Some(i), "is empty"));
+        }
+        out.push(name.to_string());
+    }
+    Ok(out)
+}
+
+fn valid_repo(repo: &str) -> bool {
+    let part = |p: &str| {
+        !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    matches!(repo.split_once('/'), Some((owner, name)) if part(owner) && part(name) && !name.contains('/'))
+}
+
+fn is_gid(text: &str) -> bool {
+    !text.is_empty() && text.len() <= 40 && text.bytes().all(|b| b.is_ascii_digit())
+}

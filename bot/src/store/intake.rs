@@ -1,0 +1,185 @@
+//! Tasks from other systems (Asana): imported by their gid, idempotently;
+//! a change there updates the inbox, and a task completed there leaves it.
+
+use chrono::{DateTime, Utc};
+
+use super::tasks::TaskStatus;
+use super::{QueryContext, Result, Tx, on_tx};
+
+/// A task as another system describes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExternalTask {
+    /// `asana:<gid>`.
+    pub task_gid: String,
+    /// The section or project it came from, as the profile names it.
+    pub source: String,
+    pub title: String,
+    pub description: String,
+    pub notes: String,
+    pub links: Vec<String>,
+    pub tags: Vec<String>,
+    pub platform: Option<String>,
+    pub assignee: Option<String>,
+    /// Completed where it lives.
+    pub closed: bool,
+    pub external_url: Option<String>,
+    pub modified_at: Option<DateTime<Utc>>,
+}
+
+/// What an import did with one task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upserted {
+    /// New in the inbox (pending analysis).
+    Created(i64),
+    /// Known; its fields changed (and, if it was closed there while still
+    /// in the inbox, it left the inbox).
+    Updated(i64),
+    /// Known and unchanged.
+    Unchanged(i64),
+}
+
+type Row = (
+    i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    String,
+);
+
+impl Tx {
+    /// Imports one task: inserts it, or updates what changed. A task closed
+    /// there while it waits in the inbox (pending, analysed or skipped) is
+    /// cancelled; one already approved keeps its run (a person decides).
+    pub async fn upsert_external_task(
+        &mut self,
+        task: &ExternalTask,
+        actor: &str,
+    ) -> Result<Upserted> {
+        let links = serde_json::to_string(&task.links).unwrap_or_else(|_| "[]".into());
+        let tags = serde_json::to_string(&task.tags).unwrap_or_else(|_| "[]".into());
+        let state = if task.closed { "closed" } else { "open" };
+        let now = super::now();
+        let existing: Option<Row> = on_tx!(self, conn => {
+            sqlx::query_as(
+                "SELECT id, source, title, description, notes, links, tags, platform, assignee, \
+                 task_state, status FROM executor_queue WHERE task_gid = $1",
+            )
+            .bind(&task.task_gid)
+            .fetch_optional(conn)
+            .await
+        })
+        .op("reading an imported task")?;
+        let Some((
+            id,
+            source,
+            title,
+            description,
+            notes,
+            old_links,
+            old_tags,
+            platform,
+            assignee,
+            old_state,
+            status,
+        )) = existing
+        else {
+            let id: i64 = on_tx!(self, conn => {
+                sqlx::query_scalar(
+                    "INSERT INTO executor_queue (task_gid, added_at, updated_at, source, title, description, \
+                     notes, links, tags, platform, assignee, task_state, external_url, external_modified_at, \
+                     origin_transport) \
+                     VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
+                )
+                .bind(&task.task_gid)
+                .bind(now)
+                .bind(&task.source)
+                .bind(&task.title)
+                .bind(&task.description)
+                .bind(&task.notes)
+                .bind(&links)
+                .bind(&tags)
+                .bind(&task.platform)
+                .bind(&task.assignee)
+                .bind(state)
+                .bind(&task.external_url)
+                .bind(task.modified_at)
+                .bind(task.task_gid.split(':').next().unwrap_or("import"))
+                .fetch_one(conn)
+                .await
+            })
+            .op("importing a task")?;
+            self.audit(&super::NewAuditEntry {
+                actor: actor.to_string(),
+                action: "task.imported".into(),
+                subject: format!("task:{id}"),
+                reason: Some(format!("{} from {}", task.task_gid, task.source)),
+                ..super::NewAuditEntry::default()
+            })
+            .await?;
+            self.notify().await?;
+            return Ok(Upserted::Created(id));
+        };
+        let changed = source != task.source
+            || title != task.title
+            || description != task.description
+            || notes != task.notes
+            || old_links != links
+            || old_tags != tags
+            || platform != task.platform
+            || assignee != task.assignee
+            || old_state != state;
+        if !changed {
+            return Ok(Upserted::Unchanged(id));
+        }
+        on_tx!(self, conn => {
+            sqlx::query(
+                "UPDATE executor_queue SET source = $2, title = $3, description = $4, notes = $5, links = $6, \
+                 tags = $7, platform = $8, assignee = $9, task_state = $10, external_url = $11, \
+                 external_modified_at = $12, updated_at = $13 WHERE id = $1",
+            )
+            .bind(id)
+            .bind(&task.source)
+            .bind(&task.title)
+            .bind(&task.description)
+            .bind(&task.notes)
+            .bind(&links)
+            .bind(&tags)
+            .bind(&task.platform)
+            .bind(&task.assignee)
+            .bind(state)
+            .bind(&task.external_url)
+            .bind(task.modified_at)
+            .bind(now)
+            .execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("updating an imported task")?;
+        let waiting = matches!(
+            TaskStatus::try_from(status).ok(),
+            Some(
+                TaskStatus::Pending
+                    | TaskStatus::ForReview
+                    | TaskStatus::AwaitingGo
+                    | TaskStatus::Skip
+            )
+        );
+        if task.closed && old_state != "closed" && waiting {
+            self.transition_task(
+                id,
+                TaskStatus::Cancelled,
+                actor,
+                "completed where it came from",
+            )
+            .await?;
+        }
+        self.notify().await?;
+        Ok(Upserted::Updated(id))
+    }
+}
