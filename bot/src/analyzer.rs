@@ -42,6 +42,17 @@ const SUMMARY_IDS: usize = 20;
 /// The actor in the audit log.
 const ACTOR: &str = "analyzer";
 
+/// How a conclusion reaches people.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Told {
+    /// In the task's own conversation (or not at all: nothing to add).
+    Directly,
+    /// In the summary of the re-analysis that put it back.
+    Quiet,
+    /// In the pass's summary in the inbox topic (a task from elsewhere).
+    Summarise,
+}
+
 /// What one pass concluded, for the summary.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PassSummary {
@@ -173,13 +184,14 @@ impl Analyzer {
     pub async fn run(&self, shutdown: CancellationToken) {
         let mut changes = self.store.changes();
         let mut backoff = crate::backoff::Backoff::new();
+        let mut lease = crate::singleton::Lease::new(LEASE, self.instance.clone(), LEASE_TTL);
         loop {
             changes.mark_seen();
-            let wait = match self.take_lease().await {
+            let wait = match lease.hold(&self.store).await {
                 Ok(true) => match self.work(&shutdown).await {
                     Ok(_) => {
                         backoff.succeeded();
-                        LEASE_RENEW
+                        lease.renew_in()
                     }
                     Err(error) => {
                         let wait = backoff.failed();
@@ -199,7 +211,7 @@ impl Analyzer {
                 _ = tokio::time::sleep(wait) => {}
             }
         }
-        let _ = self.store.release_lease(LEASE, &self.instance).await;
+        lease.release(&self.store).await;
     }
 
     /// Takes the analyzer's lease for a one-off pass (`eagle analyze`).
@@ -234,6 +246,7 @@ impl Analyzer {
     /// Analyses everything pending, in rounds, keeping the lease alive, and
     /// posts the summary of what is summarised. Stops early on shutdown.
     pub async fn work(&self, shutdown: &CancellationToken) -> crate::store::Result<PassSummary> {
+        self.start_jobs().await?;
         let mut total = PassSummary::default();
         let mut summarised = PassSummary::default();
         loop {
@@ -257,7 +270,7 @@ impl Analyzer {
                     _ => one.for_review.push(task.id),
                 }
                 total.add(&one);
-                if !told {
+                if told == Told::Summarise {
                     summarised.add(&one);
                 }
             }
@@ -272,7 +285,90 @@ impl Analyzer {
                 .await?;
             tx.commit().await?;
         }
+        self.finish_jobs().await?;
         Ok(total)
+    }
+
+    /// Takes up what `!reanalyze` asked: a count is answered at once; a
+    /// re-analysis puts the tasks back (quietly: they are summarised when
+    /// all are through), all in one transaction with its answer.
+    async fn start_jobs(&self) -> crate::store::Result<()> {
+        for job in self.store.open_analyzer_jobs().await? {
+            if job.reopened.is_some() {
+                continue;
+            }
+            // The filters run outside any write transaction.
+            let (ids, skipped) = reanalysis_candidates(&self.store, &self.policy).await?;
+            let poster = Poster {
+                identity: job.reply_identity.clone(),
+                channel: self.poster.channel.clone(),
+            };
+            let mut tx = self.store.begin_write().await?;
+            if !job.reanalyze || ids.is_empty() {
+                if !tx.finish_analyzer_job(job.id).await? {
+                    continue;
+                }
+                let text = format!(
+                    "{} of {skipped} skipped task(s) would be kept by the current filters.{}",
+                    ids.len(),
+                    if ids.is_empty() {
+                        " Nothing to put back."
+                    } else {
+                        " `!reanalyze confirm` puts them back for analysis (one summary follows, not a message each)."
+                    }
+                );
+                poster.post_to(&mut tx, job.reply_to.clone(), &text).await?;
+                tx.commit().await?;
+                continue;
+            }
+            let mut reopened = Vec::with_capacity(ids.len());
+            for id in &ids {
+                if tx.reopen_for_analysis(*id, &job.requested_by, true).await? {
+                    reopened.push(*id);
+                }
+            }
+            tx.set_job_reopened(job.id, &reopened).await?;
+            let text = format!(
+                "Put {} of {skipped} skipped task(s) back for analysis; one summary follows when they are through.",
+                reopened.len()
+            );
+            poster.post_to(&mut tx, job.reply_to.clone(), &text).await?;
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+
+    /// Ends the re-analyses whose tasks are all concluded, each with one
+    /// summary where it was asked for.
+    async fn finish_jobs(&self) -> crate::store::Result<()> {
+        for job in self.store.open_analyzer_jobs().await? {
+            let Some(ids) = &job.reopened else { continue };
+            let statuses = self.store.task_statuses(ids).await?;
+            if statuses.iter().any(|(_, s)| *s == TaskStatus::Pending) {
+                continue;
+            }
+            let mut summary = PassSummary::default();
+            for (id, status) in statuses {
+                match status {
+                    TaskStatus::AwaitingGo => summary.awaiting_go.push(id),
+                    TaskStatus::Skip => summary.skipped.push(id),
+                    _ => summary.for_review.push(id),
+                }
+            }
+            let poster = Poster {
+                identity: job.reply_identity.clone(),
+                channel: self.poster.channel.clone(),
+            };
+            let mut tx = self.store.begin_write().await?;
+            if !tx.finish_analyzer_job(job.id).await? {
+                continue;
+            }
+            poster
+                .post_to(&mut tx, job.reply_to.clone(), &summary.text("skipped task(s) again"))
+                .await?;
+            tx.commit().await?;
+        }
+        Ok(())
     }
 
     /// Analyses one task while renewing the lease in the background (an
@@ -282,7 +378,7 @@ impl Analyzer {
         &self,
         task: &Task,
         shutdown: &CancellationToken,
-    ) -> crate::store::Result<Option<(TaskStatus, bool)>> {
+    ) -> crate::store::Result<Option<(TaskStatus, Told)>> {
         let analysis = self.analyze(task);
         tokio::pin!(analysis);
         loop {
@@ -299,8 +395,8 @@ impl Analyzer {
     }
 
     /// Filters, then (for a kept task) the analysis command. Returns the
-    /// status concluded and whether the requester was told directly.
-    async fn analyze(&self, task: &Task) -> crate::store::Result<Option<(TaskStatus, bool)>> {
+    /// status concluded and how it is told.
+    async fn analyze(&self, task: &Task) -> crate::store::Result<Option<(TaskStatus, Told)>> {
         let decision = self
             .policy
             .filter(&crate::decisions::policy_task(task))
@@ -338,14 +434,15 @@ impl Analyzer {
         // Kept by the filters with no analysis to report: the task simply
         // waits for an approver's `!go`, which its requester already knows
         // from the queue reply; a message would only repeat it.
-        let told =
-            if self.command.is_none() && !task.quiet_analysis && origin_destination(task).is_some()
-            {
-                true
-            } else {
-                self.tell(&mut tx, task, &analysis_text(task, &analysis))
-                    .await?
-            };
+        let told = if self.command.is_none()
+            && !task.quiet_analysis
+            && origin_destination(task).is_some()
+        {
+            Told::Directly
+        } else {
+            self.tell(&mut tx, task, &analysis_text(task, &analysis))
+                .await?
+        };
         tx.commit().await?;
         Ok(Some((status, told)))
     }
@@ -380,20 +477,20 @@ impl Analyzer {
     }
 
     /// Tells the requester in the task's own conversation, unless the task
-    /// is summarised instead (another source, or a re-analysis). Returns
-    /// whether it told.
+    /// is summarised instead: in the inbox topic (another source), or by
+    /// its re-analysis (quiet).
     async fn tell(
         &self,
         tx: &mut crate::store::Tx,
         task: &Task,
         text: &str,
-    ) -> crate::store::Result<bool> {
+    ) -> crate::store::Result<Told> {
         if task.quiet_analysis {
             tx.clear_quiet(task.id).await?;
-            return Ok(false);
+            return Ok(Told::Quiet);
         }
         let Some(to) = origin_destination(task) else {
-            return Ok(false);
+            return Ok(Told::Summarise);
         };
         let greeting = match (task.requested_by.as_deref(), task.requested_by_id) {
             (Some(name), Some(id)) if self.zulip && id > 0 => {
@@ -404,7 +501,7 @@ impl Analyzer {
         self.poster
             .post_to(tx, to, &format!("{greeting}{text}"))
             .await?;
-        Ok(true)
+        Ok(Told::Directly)
     }
 
     /// Re-analysis (the seed's Phase 7): see [`reanalysis_candidates`].

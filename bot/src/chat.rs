@@ -134,9 +134,6 @@ pub struct ChatContext<'a> {
     /// The sender in this process, if it takes replies straight from the
     /// handling transaction (Zulip).
     pub express: Option<&'a ExpressLane>,
-    /// The profile's plugins, where this profile analyses tasks
-    /// (`!reanalyze` asks the filters).
-    pub policy: Option<&'a crate::policy::PolicyHost>,
 }
 
 /// The short way from the handling transaction to the sender of this

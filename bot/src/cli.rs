@@ -68,6 +68,9 @@ pub enum Command {
         #[arg(long, requires = "reanalyze_skipped")]
         dry_run: bool,
     },
+    /// Import the tasks of the profile's [asana] places once, and print
+    /// what changed (the intake of `eagle run` does this continuously).
+    Import(ProfileArg),
     /// Inspect and try the policy plugins.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -341,9 +344,8 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             let store = open_store(&profile).await?;
             let shutdown = tokio_util::sync::CancellationToken::new();
             spawn_signal_handler(shutdown.clone())?;
-            let (loops, policy) = start_role(&profile, &creds, &store, &env, &shutdown).await?;
-            let result =
-                crate::zulip::bot::run(&profile, &creds, &store, policy, shutdown.clone()).await;
+            let loops = start_role(&profile, &creds, &store, &env, &shutdown).await?;
+            let result = crate::zulip::bot::run(&profile, &creds, &store, shutdown.clone()).await;
             shutdown.cancel();
             for task in loops {
                 let _ = task.await;
@@ -358,6 +360,14 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             check(&profile, &env).await
         }
         Command::Policy(command) => policy::run(dir, command, &env).await,
+        Command::Import(profile) => {
+            let profile = load(dir, &profile.profile, &env)?;
+            harden();
+            let store = open_store(&profile).await?;
+            let result = import(&profile, &store).await;
+            store.close().await;
+            result
+        }
         Command::Analyze {
             profile,
             reanalyze_skipped,
@@ -377,6 +387,23 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
     }
 }
 
+/// `eagle import`: one Asana import.
+async fn import(profile: &Profile, store: &Store) -> anyhow::Result<ExitCode> {
+    let Some(intake) = crate::intake::Intake::for_profile(profile, store.clone())? else {
+        anyhow::bail!(
+            "profile {} has no [asana] section: nothing to import (see profiles/eagle.toml)",
+            profile.name
+        );
+    };
+    let summary = intake.import().await?;
+    println!("{}", summary.text());
+    Ok(if summary.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
 /// Starts what the profile's role does besides chat: Eagle's decider (with
 /// its plugins, watched for changes), or the executor's runner.
 async fn start_role(
@@ -385,10 +412,7 @@ async fn start_role(
     store: &Store,
     env: &BTreeMap<String, String>,
     shutdown: &tokio_util::sync::CancellationToken,
-) -> anyhow::Result<(
-    Vec<tokio::task::JoinHandle<()>>,
-    Option<crate::policy::PolicyHost>,
-)> {
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
     let poster = crate::mirror::Poster {
         identity: profile.name.clone(),
         channel: profile.executor_channel.clone(),
@@ -415,6 +439,8 @@ async fn start_role(
                 true,
                 env,
             )?;
+            let carrier = crate::carry::Carrier::for_profile(profile, store.clone(), poster.clone())?;
+            let intake = crate::intake::Intake::for_profile(profile, store.clone())?;
             let decider = crate::decisions::Decider {
                 store: store.clone(),
                 policy: host.clone(),
@@ -425,36 +451,50 @@ async fn start_role(
                     approval_ttl: profile.decisions.approval_ttl,
                 },
             };
-            let (stop, stop_analyzer) = (shutdown.clone(), shutdown.clone());
-            Ok((
-                vec![
-                    watcher,
-                    tokio::spawn(async move { decider.run(stop).await }),
-                    tokio::spawn(async move { analyzer.run(stop_analyzer).await }),
-                ],
-                Some(host),
-            ))
+            let stop = || shutdown.clone();
+            let mut loops = vec![
+                watcher,
+                tokio::spawn({
+                    let stop = stop();
+                    async move { decider.run(stop).await }
+                }),
+                tokio::spawn({
+                    let stop = stop();
+                    async move { analyzer.run(stop).await }
+                }),
+                tokio::spawn({
+                    let stop = stop();
+                    async move { carrier.run(stop).await }
+                }),
+            ];
+            if let Some(intake) = intake {
+                let stop = stop();
+                loops.push(tokio::spawn(async move { intake.run(stop).await }));
+            }
+            Ok(loops)
         }
         crate::profile::Role::Executor => {
+            let people = crate::mirror::People {
+                owner_fallback: profile.owner.as_ref().map(ToString::to_string),
+                zulip: true,
+            };
             let runner = crate::runner::Runner::new(
                 profile,
                 store.clone(),
                 crate::runner::RunnerOptions {
                     identity: profile.name.clone(),
-                    people: crate::mirror::People {
-                        owner_fallback: profile.owner.as_ref().map(ToString::to_string),
-                        zulip: true,
-                    },
+                    people: people.clone(),
                     demo_if_unset: false,
                     exe: None,
                 },
                 env.clone(),
             )?;
-            let stop = shutdown.clone();
-            Ok((
-                vec![tokio::spawn(async move { runner.run(stop).await })],
-                None,
-            ))
+            let prs = crate::prloop::PrLoop::for_profile(profile, store.clone(), poster, people)?;
+            let (stop, stop_prs) = (shutdown.clone(), shutdown.clone());
+            Ok(vec![
+                tokio::spawn(async move { runner.run(stop).await }),
+                tokio::spawn(async move { prs.run(stop_prs).await }),
+            ])
         }
     }
 }

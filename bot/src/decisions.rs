@@ -252,6 +252,25 @@ impl Decider {
                 .unwrap_or_default();
             let what = quote(&notice.text);
             let text = match notice.kind.as_str() {
+                "complete" => format!(
+                    "{owner}run {id} is complete: CI and the review are green and nothing is \
+                     unresolved on its PR, {url}. Merging it is yours (or a worker's `merge_pr`, \
+                     which asks you).",
+                    id = run.id,
+                    url = what
+                ),
+                "ci_attempts" => format!(
+                    "{owner}run {id} is held: {what}. `!retry {id}` allows as many fix-ci workers \
+                     again; `!cancel {id}` stops it.",
+                    id = run.id
+                ),
+                "ci_never_ran" => format!(
+                    "{owner}run {id} waits: {what}. Start CI on its branch, or set \
+                     `github.ci_workflow` in the executor profile.",
+                    id = run.id
+                ),
+                // Not a question: no mention.
+                "merge_expired" => format!("[EXPIRED: merge_pr] run:{} {what}", run.id),
                 "cost_cap" => format!(
                     "{owner}run {id} is held: it reached its cost cap ({what}). \
                      `!retry {id}` allows it as much again; `!cancel {id}` stops it.",

@@ -130,7 +130,6 @@ where
         poster: mirror.eagle.clone(),
         limiter: None,
         express: None,
-        policy: Some(&policy),
     };
     let people = People {
         owner_fallback: Some(format!("@**{}**", options.login)),
@@ -160,26 +159,59 @@ where
         store.clone(),
         RunnerOptions {
             identity: mirror.executor.identity.clone(),
-            people,
+            people: people.clone(),
             demo_if_unset: true,
             exe: None,
         },
         options.env.clone(),
     )?;
+    let prs = crate::prloop::PrLoop::for_profile(
+        executor_profile,
+        store.clone(),
+        mirror.executor.clone(),
+        people.clone(),
+    )?;
+    let carrier = crate::carry::Carrier::for_profile(profile, store.clone(), mirror.eagle.clone())?;
+    let intake = crate::intake::Intake::for_profile(profile, store.clone())?;
+    // From a pipe, the first import is through before the shell can call
+    // itself idle (what it imports is analysed in this session).
+    if let Some(intake) = &intake
+        && !options.interactive
+    {
+        match intake.import().await {
+            Ok(summary) => tracing::info!("{}", summary.text()),
+            Err(error) => tracing::warn!(%error, "the Asana import failed"),
+        }
+    }
     let mut active = runner.active();
     let tasks = {
-        let (d, r, s1, s2, s3) = (
-            decider.clone(),
-            runner.clone(),
-            stop.clone(),
-            stop.clone(),
-            stop.clone(),
-        );
-        [
-            tokio::spawn(async move { d.run(s1).await }),
-            tokio::spawn(async move { r.run(s2).await }),
-            tokio::spawn(async move { analyzer.run(s3).await }),
-        ]
+        let mut tasks = vec![
+            tokio::spawn({
+                let (d, stop) = (decider.clone(), stop.clone());
+                async move { d.run(stop).await }
+            }),
+            tokio::spawn({
+                let (r, stop) = (runner.clone(), stop.clone());
+                async move { r.run(stop).await }
+            }),
+            tokio::spawn({
+                let stop = stop.clone();
+                async move { analyzer.run(stop).await }
+            }),
+            tokio::spawn({
+                let stop = stop.clone();
+                async move { prs.run(stop).await }
+            }),
+            tokio::spawn({
+                let stop = stop.clone();
+                async move { carrier.run(stop).await }
+            }),
+        ];
+        if let Some(intake) = intake {
+            let stop = stop.clone();
+            tasks.push(tokio::spawn(async move { intake.run(stop).await }));
+        }
+        tasks
     };
     if options.interactive {
         let worker = match &executor_profile.runner.worker_command {
@@ -308,8 +340,14 @@ async fn wait_until_idle<W: AsyncWrite + Unpin>(
         changes.mark_seen();
         deliver(store, output, session, mirror, &mut *instance).await?;
         let running = *active.borrow_and_update();
-        // Idle: no worker, nothing to claim or decide, nothing pending analysis.
-        if running == 0 && store.work_in_sight().await? == 0 && store.pending_count().await? == 0 {
+        // Idle: no worker, nothing to claim or decide, nothing pending
+        // analysis, nothing asked of the analyzer, no PR not looked at.
+        if running == 0
+            && store.work_in_sight().await? == 0
+            && store.pending_count().await? == 0
+            && store.open_analyzer_jobs().await?.is_empty()
+            && store.prs_to_look_at().await? == 0
+        {
             return Ok(());
         }
         tokio::select! {

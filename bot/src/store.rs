@@ -32,12 +32,12 @@ use sqlx::{PgPool, Sqlite, SqlitePool};
 
 use crate::profile::DatabaseUrl;
 
-pub use analysis::{Analysis, SkipReason};
+pub use analysis::{Analysis, AnalyzerJob, SkipReason};
 pub use audit::{AuditEntry, NewAuditEntry};
 pub use chat::{Bookmark, Destination, NewOutboxItem, OutboxHeads, OutboxItem, OutboxKind};
 pub use controls::{Control, Notice};
 pub use intake::{ExternalTask, Upserted};
-pub use pr::{PolledPr, PrLink, PrPoll, short_sha};
+pub use pr::{CachedAnswer, PolledPr, PrLink, PrPoll, short_sha};
 pub use requests::{
     Approval, NewRequest, Recorded, Request, RequestStatus, RequestVia, requests_summary,
 };

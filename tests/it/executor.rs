@@ -30,7 +30,7 @@ fn fake_home() -> Home {
 }
 
 /// The home's SQLite store (what the shell wrote).
-async fn home_store(home: &Home) -> Store {
+pub(crate) async fn home_store(home: &Home) -> Store {
     let url = format!(
         "sqlite://{}?mode=rwc",
         home.dir.path().join("data/eagle.db").display()
@@ -947,7 +947,7 @@ async fn an_unanswered_escalation_is_reminded_then_expires_and_the_worker_is_tol
 }
 
 /// Starts both profiles and waits until both listen (their logs on failure).
-async fn start_both(realm: &Realm, home: &Home) -> (Running, Running) {
+pub(crate) async fn start_both(realm: &Realm, home: &Home) -> (Running, Running) {
     let eagle = Running::start(home, "eagle");
     let executor = Running::start(home, "executor");
     for (user, running, name) in [

@@ -34,6 +34,49 @@ story)
     *) exit 4 ;;
     esac
     ;;
+pr)
+    # A run through its PR: the prompt's kind picks the part. Its effects
+    # on GitHub (pushes, replies) are the test's to make on the fake.
+    case "$prompt" in
+    *"You are the reviewer"*)
+        say "[STATUS: pr_review] run:$run reviewing"
+        say "[DONE: review_green] run:$run nothing the task does not need"
+        ;;
+    *"CI failed on PR"*)
+        say "[STATUS: fix_ci] run:$run the failing test is fixed"
+        say "[DONE: ci_fixed] run:$run pushed a fix"
+        ;;
+    *"unresolved review comments"*)
+        say "[ACKNOWLEDGED: thread] run:$run fixed"
+        say "[DONE: comments_addressed] run:$run 1 comment"
+        ;;
+    *)
+        say "[STATUS: investigation] run:$run opening the draft PR"
+        say "[DONE: pr_ready] run:$run PR #$(word pr) opened"
+        ;;
+    esac
+    ;;
+prmerge)
+    # Like pr, but the reviewer asks to merge: stops while a human decides,
+    # asks again after an expiry, and finishes once approved.
+    case "$prompt" in
+    *"You are the reviewer"*)
+        case "$prompt" in *"[APPROVED: merge_pr]"*)
+            say "[DONE: review_green] run:$run merge approved"
+            exit 0 ;;
+        esac
+        eagle request merge_pr "PR #$(word pr)"
+        case $? in
+        0) say "[DONE: review_green] run:$run merge approved" ;;
+        3) say "[STATUS: waiting] run:$run a human decides on merge_pr"; exit 3 ;;
+        *) exit 1 ;;
+        esac
+        ;;
+    *)
+        say "[DONE: pr_ready] run:$run PR #$(word pr) opened"
+        ;;
+    esac
+    ;;
 silent)
     # Says one thing, then nothing: a child process shares its group.
     say "[STATUS: thinking] run:$run"

@@ -12,6 +12,7 @@ mod executor;
 mod github;
 mod hardening;
 mod policy;
+mod prloop;
 mod runs;
 mod store;
 mod support;

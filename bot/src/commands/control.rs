@@ -69,7 +69,7 @@ pub(super) async fn execute(
         } => switch(tx, &actor, Control::HoldAll, false).await,
         Command::Retry { run } => retry(tx, ctx, message, &actor, *run).await,
         Command::Pause => switch(tx, &actor, Control::Paused, true).await,
-        Command::Reanalyze { confirm } => reanalyze(tx, ctx, &actor, *confirm).await,
+        Command::Reanalyze { confirm } => reanalyze(tx, ctx, message, &actor, *confirm).await,
         Command::Resume => switch(tx, &actor, Control::Paused, false).await,
         Command::Help { .. } | Command::Queue { .. } | Command::Status(_) | Command::Why(_) => {
             return Ok(CommandReply::refused("That is not a control command."));
@@ -447,40 +447,29 @@ async fn switch(
     }))
 }
 
-/// `!reanalyze [confirm]`: counts, or puts back, the skipped tasks the
-/// current filters would keep. The analyzer then posts one summary.
+/// `!reanalyze [confirm]`: asks the analyzer (which holds the filter
+/// plugins, and runs them outside any chat transaction) to count, or put
+/// back, the skipped tasks the current filters would keep. It answers in
+/// this conversation: a count, or one summary once they are analysed again.
 async fn reanalyze(
     tx: &mut Tx,
     ctx: &ChatContext<'_>,
+    message: &InboundMessage,
     actor: &str,
     confirm: bool,
 ) -> Result<CommandReply, StoreError> {
-    let Some(policy) = ctx.policy else {
+    if ctx.profile.role != crate::profile::Role::Orchestrator {
         return Ok(CommandReply::refused(
             "This profile does not analyse tasks: ask Eagle (the orchestrator).".to_string(),
         ));
-    };
-    let (ids, skipped) = crate::analyzer::reanalysis_candidates(ctx.store, policy).await?;
-    if !confirm || ids.is_empty() {
-        return Ok(CommandReply::ok(format!(
-            "{} of {skipped} skipped task(s) would be kept by the current filters.{}",
-            ids.len(),
-            if ids.is_empty() {
-                " Nothing to put back."
-            } else {
-                " `!reanalyze confirm` puts them back for analysis (one summary follows, not a message each)."
-            }
-        )));
     }
-    let mut reopened = 0;
-    for id in &ids {
-        if tx.reopen_for_analysis(*id, actor, true).await? {
-            reopened += 1;
-        }
-    }
-    let inbox = &ctx.profile.analyzer;
-    Ok(CommandReply::ok(format!(
-        "Put {reopened} of {skipped} skipped task(s) back for analysis; the analyzer's summary follows in #**{}>{}**.",
-        inbox.inbox_channel, inbox.inbox_topic
-    )))
+    tx.request_analyzer_job(confirm, actor, &message.identity, &message.reply_destination())
+        .await?;
+    Ok(CommandReply::ok(if confirm {
+        "The analyzer puts back the skipped tasks the current filters would keep and analyses them \
+         again; one summary follows here when it is through."
+    } else {
+        "The analyzer counts the skipped tasks the current filters would keep; its answer follows \
+         here (nothing changes: `!reanalyze confirm` puts them back)."
+    }))
 }

@@ -161,6 +161,9 @@ fn run_line(run: &Run, requests: &[Request]) -> String {
     if let Some(pr) = run.pr_number {
         line.push_str(&format!(" · PR #{pr}"));
     }
+    if let (false, Some(status)) = (run.has_worker(), &run.pr_status) {
+        line.push_str(&format!(" · {}", echo(&one_line(status, 120))));
+    }
     if run.has_worker() {
         line.push_str(&format!(
             " · worker pid {} ({}, attempt {})",
@@ -312,12 +315,23 @@ pub(super) async fn run_status(
     if let Some(branch) = &run.branch_name {
         out.push_str(&format!("branch: {branch}\n"));
     }
-    if let Some(url) = &run.pr_url {
-        out.push_str(&format!("PR: {url}\n"));
+    match (&run.pr_url, run.pr_number) {
+        (Some(url), _) => out.push_str(&format!("PR: {}\n", echo(url))),
+        (None, Some(n)) => out.push_str(&format!("PR: #{n}\n")),
+        (None, None) => {}
+    }
+    if let Some(head) = &run.head_sha {
+        out.push_str(&format!("head: {}\n", echo(crate::store::short_sha(head))));
+    }
+    if let Some(status) = &run.pr_status {
+        let work = run
+            .pr_work
+            .0
+            .map(|w| format!(" (next: a {} worker)", w.as_str()))
+            .unwrap_or_default();
+        out.push_str(&format!("PR loop: {}{work}\n", echo(&one_line(status, 300))));
     } else if run.state == crate::store::RunState::Pr {
-        out.push_str(
-            "PR: waiting for the PR loop (GitHub is not followed by this version of Eagle)\n",
-        );
+        out.push_str("PR loop: not looked at yet\n");
     }
     if run.ci_attempts > 0 {
         out.push_str(&format!("CI attempts: {}\n", run.ci_attempts));
@@ -379,8 +393,13 @@ pub(super) async fn run_status(
             } else {
                 String::new()
             };
+            let carried = r
+                .carried_out
+                .as_deref()
+                .map(|c| format!(" · {}", echo(&one_line(c, 200))))
+                .unwrap_or_default();
             out.push_str(&format!(
-                "* req {} {} ({}{by}){answer}\n",
+                "* req {} {} ({}{by}){answer}{carried}\n",
                 r.id,
                 r.action,
                 r.status.as_str()

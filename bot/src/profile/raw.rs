@@ -30,6 +30,7 @@ const LIST_KEYS: &[&str] = &[
     "analyzer.env",
     "github.required_checks",
     "github.required_labels",
+    "github.bot_logins",
     "asana.platform_tags",
 ];
 

@@ -228,10 +228,21 @@ fn decisions_text(requests: &[Request]) -> String {
         let (tag, extra) = match r.status {
             RequestStatus::Approved => (
                 "APPROVED",
-                r.note
-                    .as_ref()
-                    .map(|n| format!(" note: {}", one_line(n, 500)))
-                    .unwrap_or_default(),
+                format!(
+                    "{}{}",
+                    r.note
+                        .as_ref()
+                        .map(|n| format!(" note: {}", one_line(n, 500)))
+                        .unwrap_or_default(),
+                    match (r.action.as_str(), &r.carried_out) {
+                        (_, Some(done)) => format!(" (Eagle: {})", one_line(done, 300)),
+                        ("merge_pr", None) => " (Eagle merges it: do not merge yourself)".into(),
+                        ("post_asana_comment", None) => {
+                            " (Eagle posts it: do not post it yourself)".into()
+                        }
+                        _ => String::new(),
+                    }
+                ),
             ),
             RequestStatus::Denied => (
                 "DENIED",

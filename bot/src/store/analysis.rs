@@ -225,3 +225,171 @@ impl Tx {
         }
     }
 }
+
+/// Work asked of the analyzer from chat (`!reanalyze`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnalyzerJob {
+    pub id: i64,
+    /// Put the tasks back (`!reanalyze confirm`), or only count them.
+    pub reanalyze: bool,
+    pub requested_by: String,
+    /// The identity that answers, and where.
+    pub reply_identity: String,
+    pub reply_to: super::Destination,
+    /// The tasks put back, once they are.
+    pub reopened: Option<Vec<i64>>,
+}
+
+type JobRow = (
+    i64,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+impl Tx {
+    /// Asks the analyzer to count (or, with `reanalyze`, put back) the
+    /// skipped tasks the current filters would keep, answering at `reply_to`.
+    pub async fn request_analyzer_job(
+        &mut self,
+        reanalyze: bool,
+        requested_by: &str,
+        reply_identity: &str,
+        reply_to: &super::Destination,
+    ) -> Result<i64> {
+        let now = super::now();
+        let (channel, topic, users) = match reply_to {
+            super::Destination::Channel { channel, topic } => {
+                (Some(channel.clone()), Some(topic.clone()), None)
+            }
+            super::Destination::Direct { user_ids } => (
+                None,
+                None,
+                Some(serde_json::to_string(user_ids).unwrap_or_else(|_| "[]".into())),
+            ),
+        };
+        let id: i64 = on_tx!(self, conn => {
+            sqlx::query_scalar(
+                "INSERT INTO analyzer_jobs (kind, requested_by, reply_identity, reply_channel, \
+                 reply_topic, reply_user_ids, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+            )
+            .bind(if reanalyze { "reanalyze" } else { "count" })
+            .bind(requested_by)
+            .bind(reply_identity)
+            .bind(&channel)
+            .bind(&topic)
+            .bind(&users)
+            .bind(now)
+            .fetch_one(conn)
+            .await
+        })
+        .op("asking the analyzer")?;
+        self.audit(&super::NewAuditEntry {
+            actor: requested_by.to_string(),
+            action: if reanalyze { "analyzer.reanalyze" } else { "analyzer.count" }.into(),
+            subject: format!("analyzer_job:{id}"),
+            ..super::NewAuditEntry::default()
+        })
+        .await?;
+        self.notify().await?;
+        Ok(id)
+    }
+
+    /// Records the tasks a job put back.
+    pub async fn set_job_reopened(&mut self, id: i64, reopened: &[i64]) -> Result<()> {
+        let json = serde_json::to_string(reopened).unwrap_or_else(|_| "[]".into());
+        on_tx!(self, conn => {
+            sqlx::query("UPDATE analyzer_jobs SET reopened = $2 WHERE id = $1")
+                .bind(id)
+                .bind(json)
+                .execute(conn)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .op("recording a job's tasks")?;
+        Ok(())
+    }
+
+    /// Ends a job; false if another analyzer ended it first.
+    pub async fn finish_analyzer_job(&mut self, id: i64) -> Result<bool> {
+        let now = super::now();
+        let changed = on_tx!(self, conn => {
+            sqlx::query("UPDATE analyzer_jobs SET done_at = $2 WHERE id = $1 AND done_at IS NULL")
+                .bind(id)
+                .bind(now)
+                .execute(conn)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .op("ending an analyzer job")?;
+        Ok(changed == 1)
+    }
+}
+
+impl Store {
+    /// The analyzer's open jobs, oldest first.
+    pub async fn open_analyzer_jobs(&self) -> Result<Vec<AnalyzerJob>> {
+        let rows: Vec<JobRow> = on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT id, kind, requested_by, reply_identity, reply_channel, reply_topic, \
+                 reply_user_ids, reopened FROM analyzer_jobs WHERE done_at IS NULL ORDER BY id LIMIT 20",
+            )
+            .fetch_all(pool)
+            .await
+        })
+        .op("listing the analyzer's jobs")?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, kind, requested_by, reply_identity, channel, topic, users, reopened)| {
+                let reply_to = match (channel, topic) {
+                    (Some(channel), Some(topic)) => super::Destination::Channel { channel, topic },
+                    _ => super::Destination::Direct {
+                        user_ids: users
+                            .and_then(|u| serde_json::from_str(&u).ok())
+                            .unwrap_or_default(),
+                    },
+                };
+                AnalyzerJob {
+                    id,
+                    reanalyze: kind == "reanalyze",
+                    requested_by,
+                    reply_identity,
+                    reply_to,
+                    reopened: reopened.and_then(|r| serde_json::from_str(&r).ok()),
+                }
+            })
+            .collect())
+    }
+
+    /// The statuses of these tasks now (for a re-analysis summary).
+    pub async fn task_statuses(&self, ids: &[i64]) -> Result<Vec<(i64, TaskStatus)>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(500) {
+            let json = serde_json::to_string(chunk).unwrap_or_else(|_| "[]".into());
+            let rows: Vec<(i64, String)> = match &self.pool {
+                super::Pool::Sqlite(pool) => sqlx::query_as(
+                    "SELECT id, status FROM executor_queue WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id",
+                )
+                .bind(&json)
+                .fetch_all(pool)
+                .await,
+                super::Pool::Postgres(pool) => sqlx::query_as(
+                    "SELECT id, status FROM executor_queue WHERE id IN \
+                     (SELECT jsonb_array_elements_text($1::jsonb)::bigint) ORDER BY id",
+                )
+                .bind(&json)
+                .fetch_all(pool)
+                .await,
+            }
+            .op("reading tasks' statuses")?;
+            for (id, status) in rows {
+                out.push((id, TaskStatus::try_from(status)?));
+            }
+        }
+        Ok(out)
+    }
+}

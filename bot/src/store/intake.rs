@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use super::tasks::TaskStatus;
-use super::{QueryContext, Result, Tx, on_tx};
+use super::{QueryContext, Result, Tx, on_pool, on_tx};
 
 /// A task as another system describes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -181,5 +181,45 @@ impl Tx {
         }
         self.notify().await?;
         Ok(Upserted::Updated(id))
+    }
+}
+
+impl super::Store {
+    /// When the import `name` last started a pass that went through (its
+    /// next pass asks for what was completed since), if ever.
+    pub async fn imported_at(&self, name: &str) -> Result<Option<DateTime<Utc>>> {
+        let key = format!("import:{name}");
+        let value: Option<String> = on_pool!(self, pool => {
+            sqlx::query_scalar("SELECT value FROM controls WHERE name = $1")
+                .bind(&key)
+                .fetch_optional(pool)
+                .await
+        })
+        .op("reading when tasks were last imported")?;
+        Ok(value.and_then(|v| DateTime::parse_from_rfc3339(&v).ok().map(|t| t.with_timezone(&Utc))))
+    }
+}
+
+impl Tx {
+    /// Records that the import `name` went through a pass started at `at`.
+    pub async fn set_imported_at(&mut self, name: &str, at: DateTime<Utc>, actor: &str) -> Result<()> {
+        let key = format!("import:{name}");
+        let now = super::now();
+        on_tx!(self, conn => {
+            sqlx::query(
+                "INSERT INTO controls (name, value, updated_at, updated_by) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, \
+                 updated_at = excluded.updated_at, updated_by = excluded.updated_by",
+            )
+            .bind(&key)
+            .bind(at.to_rfc3339())
+            .bind(now)
+            .bind(actor)
+            .execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("recording an import")?;
+        Ok(())
     }
 }

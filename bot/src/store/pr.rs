@@ -129,6 +129,101 @@ impl Store {
     }
 }
 
+/// A GET's last full answer, kept for conditional requests.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct CachedAnswer {
+    pub etag: String,
+    pub body: String,
+    pub next_page: Option<String>,
+}
+
+impl Store {
+    /// Says why a run waits in `pr` (no GitHub, no PR number, GitHub
+    /// unreachable), as a poll that saw nothing; only where no worker holds
+    /// the run.
+    pub async fn set_pr_status(&self, run_id: i64, status: &str) -> Result<()> {
+        let now = super::now();
+        on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE executor_runs SET pr_status = $2, pr_checked_at = $3 \
+                 WHERE id = $1 AND lease_owner IS NULL",
+            )
+            .bind(run_id)
+            .bind(status)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("recording why a run waits")?;
+        Ok(())
+    }
+
+    /// The last full answer to a GET of `url`, if kept.
+    pub async fn cached_answer(&self, url: &str) -> Result<Option<CachedAnswer>> {
+        on_pool!(self, pool => {
+            sqlx::query_as("SELECT etag, body, next_page FROM http_cache WHERE url = $1")
+                .bind(url)
+                .fetch_optional(pool)
+                .await
+        })
+        .op("reading a cached answer")
+    }
+
+    /// Keeps the answer to a GET of `url`, replacing an older one.
+    pub async fn keep_answer(&self, url: &str, answer: &CachedAnswer) -> Result<()> {
+        let now = super::now();
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO http_cache (url, etag, body, next_page, stored_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (url) DO UPDATE SET etag = excluded.etag, body = excluded.body, \
+                 next_page = excluded.next_page, stored_at = excluded.stored_at",
+            )
+            .bind(url)
+            .bind(&answer.etag)
+            .bind(&answer.body)
+            .bind(&answer.next_page)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("keeping an answer")?;
+        Ok(())
+    }
+
+    /// Forgets answers kept longer than `age` (lists of old heads). Returns
+    /// how many.
+    pub async fn prune_answers(&self, age: std::time::Duration) -> Result<u64> {
+        let before = super::now() - super::runs::delta(age);
+        on_pool!(self, pool => {
+            sqlx::query("DELETE FROM http_cache WHERE stored_at < $1")
+                .bind(before)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .op("pruning kept answers")
+    }
+}
+
+impl Store {
+    /// How many runs in `pr` the PR loop has not looked at since they last
+    /// changed (entered `pr`, a worker finished): `eagle shell` from a pipe
+    /// is not idle before it has.
+    pub async fn prs_to_look_at(&self) -> Result<i64> {
+        on_pool!(self, pool => {
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM executor_runs WHERE state = 'pr' AND lease_owner IS NULL \
+                 AND pr_closed_at IS NULL AND (pr_checked_at IS NULL OR updated_at > pr_checked_at)",
+            )
+            .fetch_one(pool)
+            .await
+        })
+        .op("counting the PRs to look at")
+    }
+}
+
 impl Tx {
     /// Records a poll of a run's PR. A new head expires the open merge
     /// requests bound to another one, in this transaction. `None` if the run
@@ -285,24 +380,18 @@ impl Tx {
         Ok(())
     }
 
-    /// Says why a run waits in `pr` (no GitHub, no PR number), without
-    /// polling anything. Only where no worker holds the run.
-    pub async fn set_pr_status(&mut self, run_id: i64, status: &str) -> Result<bool> {
-        let now = super::now();
-        let changed = on_tx!(self, conn => {
-            sqlx::query(
-                "UPDATE executor_runs SET pr_status = $2, pr_checked_at = $3 \
-                 WHERE id = $1 AND lease_owner IS NULL AND pr_status IS DISTINCT FROM $2",
-            )
-            .bind(run_id)
-            .bind(status)
-            .bind(now)
-            .execute(conn)
-            .await
-            .map(|done| done.rows_affected())
+    /// Comments up to `at` have been considered.
+    pub async fn mark_comments_seen(&mut self, run_id: i64, at: DateTime<Utc>) -> Result<()> {
+        on_tx!(self, conn => {
+            sqlx::query("UPDATE executor_runs SET pr_comments_seen_at = $2 WHERE id = $1")
+                .bind(run_id)
+                .bind(at)
+                .execute(conn)
+                .await
+                .map(|done| done.rows_affected())
         })
-        .op("recording why a run waits")?;
-        Ok(changed == 1)
+        .op("recording the comments seen")?;
+        Ok(())
     }
 
     /// The PR was merged or closed: nothing more to watch.

@@ -37,7 +37,6 @@ pub async fn run(
     profile: &Profile,
     creds: &ZulipCredentials,
     store: &Store,
-    policy: Option<crate::policy::PolicyHost>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let client = Arc::new(
@@ -106,7 +105,6 @@ pub async fn run(
         me,
         Arc::clone(&wake),
         express,
-        policy,
     );
     let listened = listener.run(&listen_stop).await;
     sender_stop.cancel();

@@ -52,8 +52,6 @@ pub(crate) struct Listener<'a> {
     /// The newest message passed over without a transaction; saved in batches.
     /// The sender's lane, for replies that may go out at once.
     express: Arc<crate::chat::ExpressLane>,
-    /// The profile's plugins, if it analyses tasks.
-    policy: Option<crate::policy::PolicyHost>,
     pending_bookmark: Option<i64>,
     /// Since when `pending_bookmark` has been waiting to be saved.
     pending_since: Option<std::time::Instant>,
@@ -74,7 +72,6 @@ impl<'a> Listener<'a> {
         me: User,
         outbox: Arc<Notify>,
         express: Arc<crate::chat::ExpressLane>,
-        policy: Option<crate::policy::PolicyHost>,
     ) -> Self {
         let bot = BotNames {
             full_name: me.full_name.clone(),
@@ -88,7 +85,6 @@ impl<'a> Listener<'a> {
             bot,
             outbox,
             express,
-            policy,
             known: HashMap::new(),
             pending_bookmark: None,
             pending_since: None,
@@ -545,7 +541,6 @@ impl<'a> Listener<'a> {
             },
             limiter: Some(&self.limiter),
             express: Some(&self.express),
-            policy: self.policy.as_ref(),
         };
         let mut backoff = Backoff::new();
         loop {
