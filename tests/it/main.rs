@@ -5,6 +5,7 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`; unreachable means the
 //! PostgreSQL tests fail, never skip).
 
+mod analyzer;
 mod asana;
 mod claude;
 mod cli;

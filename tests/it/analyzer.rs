@@ -1,0 +1,348 @@
+//! The analyzer through the real binary: tasks imported from the strict
+//! fake Asana (`eagle import`) and from chat (`eagle shell`), judged by the
+//! real default filter and an analysis command that may hang, and the
+//! skipped ones analysed again after the filter changed.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use eagle::store::{Store, TaskStatus};
+use fake_apis::{CustomField, FakeAsana, TaskSpec};
+
+use crate::executor::home_store;
+use crate::support::{Home, text};
+
+/// An Asana workspace as the owner's token sees it, with a place for every
+/// source the table needs.
+struct Desk {
+    fake: FakeAsana,
+    ws: String,
+    alex: String,
+    bob: String,
+    token: String,
+    /// Source name → the project (or section) gid it is read from.
+    projects: BTreeMap<&'static str, String>,
+    /// The owner's My Tasks sections, by name.
+    my_tasks: BTreeMap<&'static str, String>,
+    /// The project holding the `user_reports` section.
+    support: String,
+    user_reports: String,
+}
+
+async fn desk() -> Desk {
+    let fake = FakeAsana::start().await;
+    let ws = fake.add_workspace("Acme", true);
+    let alex = fake.add_user("Alex", "alex@example.com", &[&ws]);
+    let bob = fake.add_user("Bob", "bob@example.com", &[&ws]);
+    let token = fake.create_pat(&alex);
+    let mut projects = BTreeMap::new();
+    for source in [
+        "O-L Backlog (Desktop Browsers)",
+        "hack_days",
+        "user_feedback_raw",
+        "random_project",
+    ] {
+        projects.insert(source, fake.add_project(&ws, source));
+    }
+    let support = fake.add_project(&ws, "Support");
+    let user_reports = fake.add_section(&support, "User reports");
+    let list = fake.my_tasks(&alex, &ws);
+    let mut my_tasks = BTreeMap::new();
+    for section in ["Inbox", "Backlog"] {
+        my_tasks.insert(section, fake.add_section(&list, section));
+    }
+    Desk {
+        fake,
+        ws,
+        alex,
+        bob,
+        token,
+        projects,
+        my_tasks,
+        support,
+        user_reports,
+    }
+}
+
+impl Desk {
+    /// A macOS task named `name` in the project of `source`, changed by `f`.
+    fn task(&self, source: &str, name: &str, f: impl FnOnce(&mut TaskSpec)) -> String {
+        let mut spec = TaskSpec::new(&self.ws, name);
+        spec.custom_fields = vec![CustomField::new("Platform", "macOS")];
+        if let Some(project) = self.projects.get(source) {
+            spec.memberships = vec![(project.clone(), None)];
+        }
+        f(&mut spec);
+        self.fake.add_task(spec)
+    }
+
+    /// The home's profile, reading this workspace.
+    fn home(&self) -> Home {
+        let mut home = Home::new();
+        home.set("ASANA_TOKEN", &self.token)
+            .set("EAGLE_OWNER", "alex@example.com")
+            .set("EAGLE_APPROVERS", "alex@example.com");
+        let mut toml = format!(
+            "\n[asana]\napi_url = \"{}\"\nworkspace = \"{}\"\nplatform_field = \"Platform\"\n\
+             platform_tags = [\"macOS\", \"Windows\"]\nfollowed_source = \"watched\"\n",
+            self.fake.url(),
+            self.ws
+        );
+        for (source, gid) in &self.projects {
+            toml.push_str(&format!("[[asana.projects]]\ngid = \"{gid}\"\nsource = \"{source}\"\n"));
+        }
+        toml.push_str(&format!(
+            "[[asana.sections]]\ngid = \"{}\"\nsource = \"user_reports\"\n",
+            self.user_reports
+        ));
+        for (section, source) in [("Inbox", "my_tasks_inbox"), ("Backlog", "my_tasks_backlog")] {
+            toml.push_str(&format!(
+                "[[asana.my_tasks]]\nsection = \"{section}\"\nsource = \"{source}\"\n"
+            ));
+        }
+        append(&home, &toml);
+        home
+    }
+}
+
+fn append(home: &Home, toml: &str) {
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(home.profiles().join("eagle.toml"))
+        .unwrap();
+    file.write_all(toml.as_bytes()).unwrap();
+}
+
+async fn status_of(store: &Store, gid: &str) -> (TaskStatus, Option<String>) {
+    let mut tx = store.begin_read().await.unwrap();
+    let task = tx
+        .task_by_gid(&format!("asana:{gid}"))
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("asana:{gid} was not imported"));
+    (task.status, task.status_reason)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seeds_filters_decide_what_is_taken() {
+    let d = desk().await;
+    let ol = "O-L Backlog (Desktop Browsers)";
+    let figma = d.task(ol, "Tab preview (design)", |t| {
+        t.notes = "See https://www.figma.com/file/abc/Tabs for the spec".into();
+    });
+    let template = d.task(ol, "Q3 project", |t| {
+        t.notes = "Timeline: Q3\nProject Advisor: Dana".into();
+    });
+    let windows = d.task(ol, "Windows tab bar", |t| {
+        t.custom_fields = vec![CustomField::new("Platform", "Windows")];
+    });
+    let tagged = d.task(ol, "Tagged, no field", |t| {
+        t.custom_fields = vec![];
+        t.tags = vec!["macOS".into()];
+    });
+    let raw = d.task("user_feedback_raw", "Raw feedback", |_| {});
+    let unqualified = d.task("random_project", "Somewhere else", |_| {});
+    let bobs = d.task(ol, "Bob's task", |t| t.assignee = Some(d.bob.clone()));
+    let alexs = d.task(ol, "Alex's task", |t| t.assignee = Some(d.alex.clone()));
+    let plain = d.task(ol, "Tab preview stuck", |_| {});
+    let hack = d.task("hack_days", "Hack day idea", |_| {});
+    let report = d.task("", "A user report", |t| {
+        t.memberships = vec![(d.support.clone(), Some(d.user_reports.clone()))];
+    });
+    let inbox = d.task("", "In my inbox", |t| {
+        t.assignee = Some(d.alex.clone());
+        t.assignee_section = Some(d.my_tasks["Inbox"].clone());
+    });
+    let backlog = d.task("", "In my backlog", |t| {
+        t.assignee = Some(d.alex.clone());
+        t.assignee_section = Some(d.my_tasks["Backlog"].clone());
+    });
+    let watched = d.task("", "Followed", |t| t.followers = vec![d.alex.clone()]);
+
+    let home = d.home();
+    let out = home.run(&["import"], "");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("imported from Asana: 14 new, 0 updated, 0 unchanged"), "{stdout}");
+    // Closed after the first import: the next one sees it completed.
+    let closed = d.task(ol, "Done already", |_| {});
+    d.fake.complete_task(&closed, true);
+    let out = home.run(&["import"], "");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("imported from Asana: 1 new, 0 updated, 14 unchanged"), "{stdout}");
+
+    let out = home.run(&["analyze"], "");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("Analysed 15 tasks:"), "{stdout}");
+
+    let store = home_store(&home).await;
+    let want: Vec<(&str, &String, TaskStatus, &str)> = vec![
+        ("a Figma link", &figma, TaskStatus::Skip, "links to a design file"),
+        ("a project template", &template, TaskStatus::Skip, "a project template"),
+        ("the wrong platform", &windows, TaskStatus::Skip, "for windows, not a macos task"),
+        ("user_feedback_raw", &raw, TaskStatus::Skip, "source user_feedback_raw is never taken"),
+        ("an unqualified source", &unqualified, TaskStatus::Skip, "not a qualifying source"),
+        ("closed", &closed, TaskStatus::Skip, "the task is closed"),
+        ("assigned to someone else", &bobs, TaskStatus::Skip, "assigned to Bob, not to the owner"),
+        ("assigned to the owner", &alexs, TaskStatus::ForReview, "kept by the filters"),
+        ("the platform from a tag", &tagged, TaskStatus::ForReview, "kept by the filters"),
+        ("O-L Backlog (Desktop Browsers)", &plain, TaskStatus::ForReview, "kept by the filters"),
+        ("hack_days", &hack, TaskStatus::ForReview, "kept by the filters"),
+        ("user_reports", &report, TaskStatus::ForReview, "kept by the filters"),
+        ("my_tasks_inbox", &inbox, TaskStatus::ForReview, "kept by the filters"),
+        ("my_tasks_backlog", &backlog, TaskStatus::ForReview, "kept by the filters"),
+        ("watched", &watched, TaskStatus::ForReview, "kept by the filters"),
+    ];
+    for (what, gid, status, reason) in want {
+        let (got, why) = status_of(&store, gid).await;
+        assert_eq!(got, status, "{what}: {why:?}");
+        assert!(why.as_deref().unwrap_or_default().contains(reason), "{what}: {why:?}");
+    }
+    // `!status` says which filter skipped it, and why.
+    let figma_id = {
+        let mut tx = store.begin_read().await.unwrap();
+        tx.task_by_gid(&format!("asana:{figma}")).await.unwrap().unwrap().id
+    };
+    let out = home.run(&["shell"], &format!("!status {figma_id}\n"));
+    let (stdout, _) = text(&out);
+    assert!(stdout.contains("skipped by a filter:"), "{stdout}");
+    assert!(stdout.contains("* default-filter 0.1.0: links to a design file"), "{stdout}");
+    assert!(stdout.contains(&format!("`!go {figma_id}` takes it anyway")), "{stdout}");
+    d.fake.assert_clean();
+}
+
+fn fake_analysis() -> String {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/fake-analysis.sh");
+    format!("bash {} {{prompt}}", script.display())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_or_failing_analysis_leaves_its_task_for_review_and_stops_nothing() {
+    let mut home = Home::new();
+    home.set("EAGLE_ANALYZER__COMMAND", &fake_analysis())
+        .set("EAGLE_ANALYZER__NO_OUTPUT_TIMEOUT", "1s")
+        .set("EAGLE_ANALYZER__HARD_TIMEOUT", "3s");
+    let pidfile = home.dir.path().join("analysis.pid");
+    let input = format!(
+        "!queue Tabs mode:hang pidfile:{}\n!queue Tabs mode:busy\n!queue Fix the tab preview\n\
+         !queue mode:garbled one\n!queue mode:broken one\n",
+        pidfile.display()
+    );
+    let out = home.run(&["shell"], &input);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let store = home_store(&home).await;
+    let task = |id: i64| {
+        let store = store.clone();
+        async move {
+            let mut tx = store.begin_read().await.unwrap();
+            tx.task(id).await.unwrap().unwrap()
+        }
+    };
+    let hung = task(1).await;
+    assert_eq!(hung.status, TaskStatus::ForReview);
+    let reason = hung.status_reason.unwrap_or_default();
+    assert!(reason.contains("it printed nothing for 1s"), "{reason}");
+    let busy = task(2).await;
+    assert_eq!(busy.status, TaskStatus::ForReview);
+    let reason = busy.status_reason.unwrap_or_default();
+    assert!(reason.contains("it ran past its limit of 3s"), "{reason}");
+    // The command's whole process group is gone.
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    assert!(
+        !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists(),
+        "the hung analysis {pid} still runs"
+    );
+    // The others were analysed all the same.
+    let ready = task(3).await;
+    assert_eq!(ready.status, TaskStatus::AwaitingGo);
+    assert_eq!(ready.analysis_summary.as_deref(), Some("a one-line fix in TabBar"));
+    assert_eq!(ready.complexity.as_deref(), Some("low"));
+    assert_eq!(ready.priority, Some(2));
+    let garbled = task(4).await;
+    assert_eq!(garbled.status, TaskStatus::ForReview);
+    assert!(
+        garbled
+            .analysis_raw
+            .as_deref()
+            .is_some_and(|raw| raw.contains("I think this one is fine")),
+        "{garbled:?}"
+    );
+    let broken = task(5).await;
+    assert_eq!(broken.status, TaskStatus::ForReview);
+    assert!(
+        broken
+            .status_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("exited with 1") && r.contains("the model is unreachable")),
+        "{broken:?}"
+    );
+    // The requester hears each conclusion where the task was asked for,
+    // with the one command that moves it on.
+    assert!(
+        stdout.contains(
+            "Task #3 (Fix the tab preview) is ready to start (complexity low, feasibility high, priority 2). \
+             a one-line fix in TabBar `!go 3` starts it."
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Task #1 (Tabs mode:hang"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skipped_tasks_are_analysed_again_after_the_filter_changes_in_one_summary() {
+    let d = desk().await;
+    let ol = "O-L Backlog (Desktop Browsers)";
+    let windows: Vec<String> = (1..=3)
+        .map(|i| {
+            d.task(ol, &format!("Windows task {i}"), |t| {
+                t.custom_fields = vec![CustomField::new("Platform", "Windows")];
+            })
+        })
+        .collect();
+    d.task(ol, "A macOS task", |_| {});
+    let home = d.home();
+    for args in [&["import"][..], &["analyze"][..]] {
+        let out = home.run(args, "");
+        assert!(out.status.success(), "{:?}", text(&out));
+    }
+    let store = home_store(&home).await;
+    for gid in &windows {
+        assert_eq!(status_of(&store, gid).await.0, TaskStatus::Skip);
+    }
+    // The owner changes the filter: Windows tasks are wanted now.
+    let profile = home.profiles().join("eagle.toml");
+    let text_of = std::fs::read_to_string(&profile).unwrap();
+    std::fs::write(&profile, text_of.replace("platform = \"macos\"", "platform = \"windows\"")).unwrap();
+
+    // A dry run first: a count, nothing changed.
+    let out = home.run(&["analyze", "--reanalyze-skipped", "--dry-run"], "");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("3 of 3 skipped task(s) would be kept by the current filters."),
+        "{stdout}"
+    );
+    for gid in &windows {
+        assert_eq!(status_of(&store, gid).await.0, TaskStatus::Skip);
+    }
+
+    // From chat: a count, then the re-analysis, answered by one summary.
+    let out = home.run(&["shell"], "!reanalyze\n!reanalyze confirm\n");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("3 of 3 skipped task(s) would be kept by the current filters. `!reanalyze confirm`"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Put 3 of 3 skipped task(s) back for analysis"), "{stdout}");
+    assert_eq!(stdout.matches("Analysed ").count(), 1, "one summary:\n{stdout}");
+    assert!(stdout.contains("Analysed 3 skipped task(s) again:\n* 3 for a human look: #"), "{stdout}");
+    assert!(!stdout.contains("needs a human look"), "no message per task:\n{stdout}");
+    for gid in &windows {
+        assert_eq!(status_of(&store, gid).await.0, TaskStatus::ForReview);
+    }
+    d.fake.assert_clean();
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# A fake analysis command for the tests: its prompt is $1, and the task's
+# title in it picks the behaviour. "mode:hang" writes its pid to the file
+# named by "pidfile:<path>" and hangs, silent; "mode:busy" talks for ever;
+# "mode:garbled" answers something that is not the JSON object;
+# "mode:broken" fails; anything else is ready to start.
+prompt="${1:-}"
+case "$prompt" in
+*mode:hang*)
+    pidfile="$(printf '%s' "$prompt" | grep -o 'pidfile:[^ ]*' | head -n 1 | cut -d: -f2-)"
+    echo "$$" >"$pidfile"
+    sleep 3600
+    ;;
+*mode:busy*)
+    # Never silent, never done: only the hard limit stops it.
+    while :; do echo "still thinking"; sleep 0.2; done
+    ;;
+*mode:garbled*)
+    echo "I think this one is fine, probably."
+    ;;
+*mode:broken*)
+    echo "the model is unreachable" >&2
+    exit 1
+    ;;
+*)
+    echo '{"status": "awaiting_go", "summary": "a one-line fix in TabBar", "complexity": "low", "feasibility": "high", "priority": 2}'
+    ;;
+esac
