@@ -341,12 +341,14 @@ async fn wait_until_idle<W: AsyncWrite + Unpin>(
         deliver(store, output, session, mirror, &mut *instance).await?;
         let running = *active.borrow_and_update();
         // Idle: no worker, nothing to claim or decide, nothing pending
-        // analysis, nothing asked of the analyzer, no PR not looked at.
+        // analysis, nothing asked of the analyzer, no PR not looked at,
+        // nothing approved that Eagle has yet to carry out.
         if running == 0
             && store.work_in_sight().await? == 0
             && store.pending_count().await? == 0
             && store.open_analyzer_jobs().await?.is_empty()
             && store.prs_to_look_at().await? == 0
+            && store.requests_to_carry_out(1).await?.is_empty()
         {
             return Ok(());
         }

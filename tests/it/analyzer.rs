@@ -1,7 +1,9 @@
-//! The analyzer through the real binary: tasks imported from the strict
-//! fake Asana (`eagle import`) and from chat (`eagle shell`), judged by the
-//! real default filter and an analysis command that may hang, and the
-//! skipped ones analysed again after the filter changed.
+//! Intake and the analyzer through the real binary: tasks imported from
+//! the strict fake Asana (`eagle import`, idempotent, following changes and
+//! completions there) and from chat (`eagle shell`), judged by the real
+//! default filter and an analysis command that may hang, the skipped ones
+//! analysed again after the filter changed, and an approved Asana comment
+//! posted once across a crash.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -344,5 +346,147 @@ async fn skipped_tasks_are_analysed_again_after_the_filter_changes_in_one_summar
     for gid in &windows {
         assert_eq!(status_of(&store, gid).await.0, TaskStatus::ForReview);
     }
+    d.fake.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imports_are_idempotent_and_a_task_completed_in_asana_leaves_the_inbox() {
+    let d = desk().await;
+    let ol = "O-L Backlog (Desktop Browsers)";
+    let stays = d.task(ol, "Tab preview stuck", |_| {});
+    let renamed = d.task(ol, "Old title", |_| {});
+    let completed = d.task(ol, "Fixed already", |_| {});
+    let started = d.task(ol, "Started here, completed there", |_| {});
+    let home = d.home();
+    for _ in 0..2 {
+        let out = home.run(&["import"], "");
+        assert!(out.status.success(), "{:?}", text(&out));
+    }
+    let store = home_store(&home).await;
+    let mut tx = store.begin_read().await.unwrap();
+    let tasks = tx.open_tasks(0, 100).await.unwrap();
+    drop(tx);
+    let mut gids: Vec<&str> = tasks.iter().map(|t| t.task_gid.as_str()).collect();
+    gids.sort_unstable();
+    let mut want: Vec<String> = [&stays, &renamed, &completed, &started]
+        .iter()
+        .map(|g| format!("asana:{g}"))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(gids, want, "imported twice: one task each");
+    let started_id = tasks
+        .iter()
+        .find(|t| t.task_gid == format!("asana:{started}"))
+        .unwrap()
+        .id;
+    let out = home.run(&["shell"], &format!("!go {started_id}\n"));
+    assert!(out.status.success(), "{:?}", text(&out));
+
+    // Changed and completed there: updated here, and the completed one left.
+    d.fake.rename_task(&renamed, "New title");
+    d.fake.complete_task(&completed, true);
+    d.fake.complete_task(&started, true);
+    let out = home.run(&["import"], "");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("0 new, 3 updated, 1 unchanged"), "{stdout}");
+    let mut tx = store.begin_read().await.unwrap();
+    let renamed = tx.task_by_gid(&format!("asana:{renamed}")).await.unwrap().unwrap();
+    assert_eq!(renamed.title, "New title");
+    let gone = tx.task_by_gid(&format!("asana:{completed}")).await.unwrap().unwrap();
+    assert_eq!(gone.status, TaskStatus::Cancelled);
+    assert_eq!(gone.status_reason.as_deref(), Some("completed where it came from"));
+    // One with a run is left to a person: its run goes on.
+    let started = tx.task_by_gid(&format!("asana:{started}")).await.unwrap().unwrap();
+    assert_eq!(started.status, TaskStatus::Approved);
+    assert_eq!(started.task_state, "closed");
+    drop(tx);
+    d.fake.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_asana_comment_is_posted_once_even_across_a_crash() {
+    use std::process::Stdio;
+    let d = desk().await;
+    let gid = d.task("O-L Backlog (Desktop Browsers)", "Tab preview stuck mode:asana", |_| {});
+    let mut home = d.home();
+    home.set(
+        "EAGLE_RUNNER__WORKER_COMMAND",
+        &crate::executor::fake_worker_command(),
+    );
+    // The worker asks to comment; the default policy escalates it.
+    let out = home.run(&["shell"], "!go 1\n");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("[ESCALATED: post_asana_comment] run:1"), "{stdout}");
+    let store = home_store(&home).await;
+    let request = store
+        .requests_of_run(1)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.action == "post_asana_comment")
+        .expect("the comment request");
+    let marker = format!("[eagle:run-1-req-{}]", request.id);
+    let path = format!("/tasks/{gid}/stories");
+
+    // Approved: Asana takes the comment but its answer never comes, and
+    // Eagle is killed while it waits.
+    d.fake
+        .inject(fake_apis::AsanaRoute::CreateStory, fake_apis::AsanaFault::AcceptThenHang, 1);
+    let mut shell = home
+        .command(&["shell"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    shell
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"!approve 1\n")
+        .unwrap();
+    let posted = d
+        .fake
+        .wait_until(crate::zulip::WAIT, |f| {
+            f.stories(&gid).iter().any(|s| s.text.contains(&marker))
+        })
+        .await;
+    assert!(posted, "the comment never reached Asana");
+    shell.kill().unwrap();
+    shell.wait().unwrap();
+    assert!(
+        store.request(request.id).await.unwrap().unwrap().carried_out_at.is_none(),
+        "killed before it could record it"
+    );
+
+    // After the restart: the marker is found, nothing is posted again.
+    let out = home.run(&["shell"], "!status run 1\n");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let request = store.request(request.id).await.unwrap().unwrap();
+    assert!(
+        request
+            .carried_out
+            .as_deref()
+            .is_some_and(|c| c.starts_with("The approved comment is on the Asana task")),
+        "{request:?}\n{stdout}"
+    );
+    let marked: Vec<_> = d
+        .fake
+        .stories(&gid)
+        .into_iter()
+        .filter(|s| s.text.contains(&marker))
+        .collect();
+    assert_eq!(marked.len(), 1, "{marked:#?}");
+    assert!(marked[0].text.contains("Fixed in PR #1: the tab preview no longer sticks"));
+    let posts = d
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path == path)
+        .count();
+    assert_eq!(posts, 1);
     d.fake.assert_clean();
 }

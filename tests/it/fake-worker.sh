@@ -77,6 +77,19 @@ prmerge)
         ;;
     esac
     ;;
+asana)
+    # Asks to comment on its Asana task (a human decides), then finishes.
+    case "$prompt" in *"[APPROVED: post_asana_comment]"*)
+        say "[DONE: pr_ready] run:$run PR #$run opened; the comment is posted"
+        exit 0 ;;
+    esac
+    eagle request post_asana_comment "Fixed in PR #$run: the tab preview no longer sticks"
+    case $? in
+    0) say "[DONE: pr_ready] run:$run PR #$run opened" ;;
+    3) say "[STATUS: waiting] run:$run a human decides on the comment"; exit 3 ;;
+    *) exit 1 ;;
+    esac
+    ;;
 silent)
     # Says one thing, then nothing: a child process shares its group.
     say "[STATUS: thinking] run:$run"
