@@ -327,7 +327,10 @@ impl Analyzer {
                     reopened.push(*id);
                 }
             }
-            tx.set_job_reopened(job.id, &reopened).await?;
+            if !tx.set_job_reopened(job.id, &reopened).await? {
+                // Another analyzer took it up: this transaction goes.
+                continue;
+            }
             let text = format!(
                 "Put {} of {skipped} skipped task(s) back for analysis; one summary follows when they are through.",
                 reopened.len()
@@ -364,7 +367,11 @@ impl Analyzer {
                 continue;
             }
             poster
-                .post_to(&mut tx, job.reply_to.clone(), &summary.text("skipped task(s) again"))
+                .post_to(
+                    &mut tx,
+                    job.reply_to.clone(),
+                    &summary.text("skipped task(s) again"),
+                )
                 .await?;
             tx.commit().await?;
         }
@@ -434,15 +441,14 @@ impl Analyzer {
         // Kept by the filters with no analysis to report: the task simply
         // waits for an approver's `!go`, which its requester already knows
         // from the queue reply; a message would only repeat it.
-        let told = if self.command.is_none()
-            && !task.quiet_analysis
-            && origin_destination(task).is_some()
-        {
-            Told::Directly
-        } else {
-            self.tell(&mut tx, task, &analysis_text(task, &analysis))
-                .await?
-        };
+        let told =
+            if self.command.is_none() && !task.quiet_analysis && origin_destination(task).is_some()
+            {
+                Told::Directly
+            } else {
+                self.tell(&mut tx, task, &analysis_text(task, &analysis))
+                    .await?
+            };
         tx.commit().await?;
         Ok(Some((status, told)))
     }

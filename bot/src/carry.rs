@@ -21,7 +21,7 @@ use crate::asana::{Asana, AsanaConfig, CommentOutcome};
 use crate::github::{Error as GitHubError, GitHub, MergeMethod, MergeRefusal, MergeRequest, Repo};
 use crate::mirror::Poster;
 use crate::profile::{GithubSettings, Profile};
-use crate::store::{PrLink, Request, Run, Store, StoreError, short_sha};
+use crate::store::{PrLink, Request, Run, RunState, Store, StoreError, short_sha};
 use crate::text::{neutralize_mentions, one_line};
 
 const LEASE: &str = "carrier";
@@ -33,6 +33,9 @@ const PERIODIC: Duration = Duration::from_secs(30);
 /// How long GitHub may take to say whether a PR can be merged before the
 /// merge is given up.
 const MERGEABLE_PATIENCE: Duration = Duration::from_secs(10 * 60);
+/// How long one instance holds a request it carries out (far longer than
+/// any merge or comment takes, retries included).
+const CARRY_CLAIM: Duration = Duration::from_secs(10 * 60);
 
 /// Eagle's hands for approved requests.
 #[derive(Clone)]
@@ -43,6 +46,14 @@ pub struct Carrier {
     github: Option<(GitHub, GithubSettings, Repo)>,
     asana: Option<std::sync::Arc<Asana>>,
     instance: String,
+    /// One carrier per deployment.
+    lease: std::sync::Arc<tokio::sync::Mutex<crate::singleton::Lease>>,
+    /// Requests put off (`Later`): not tried again before then, the wait
+    /// doubling with each try, so that a slow GitHub is not asked on every
+    /// change of the database.
+    later: std::sync::Arc<
+        std::sync::Mutex<std::collections::HashMap<i64, (tokio::time::Instant, u32)>>,
+    >,
 }
 
 impl std::fmt::Debug for Carrier {
@@ -85,16 +96,26 @@ impl Carrier {
         let asana = match &profile.asana {
             None => None,
             Some(settings) => Some(std::sync::Arc::new(
-                Asana::new(AsanaConfig::new(settings.api_url.clone(), settings.token.clone()))
-                    .map_err(|e| anyhow::anyhow!("profile {}: asana: {e}", profile.name))?,
+                Asana::new(AsanaConfig::new(
+                    settings.api_url.clone(),
+                    settings.token.clone(),
+                ))
+                .map_err(|e| anyhow::anyhow!("profile {}: asana: {e}", profile.name))?,
             )),
         };
+        let instance = crate::host::instance_name();
         Ok(Carrier {
             store,
             poster,
             github,
             asana,
-            instance: crate::host::instance_name(),
+            later: std::sync::Arc::default(),
+            lease: std::sync::Arc::new(tokio::sync::Mutex::new(crate::singleton::Lease::new(
+                LEASE,
+                instance.clone(),
+                LEASE_TTL,
+            ))),
+            instance,
         })
     }
 
@@ -102,28 +123,20 @@ impl Carrier {
     pub async fn run(&self, shutdown: CancellationToken) {
         let mut changes = self.store.changes();
         let mut backoff = crate::backoff::Backoff::new();
-        let mut lease = crate::singleton::Lease::new(LEASE, self.instance.clone(), LEASE_TTL);
         loop {
             changes.mark_seen();
-            let wait = match lease.hold(&self.store).await {
-                Ok(true) => match tokio::select! {
-                    result = self.sweep() => result,
-                    _ = shutdown.cancelled() => break,
-                } {
-                    Ok(_) => {
-                        backoff.succeeded();
-                        PERIODIC.min(lease.renew_in())
-                    }
-                    Err(error) => {
-                        let wait = backoff.failed();
-                        tracing::error!(%error, "carrying out approved requests failed; retrying");
-                        wait
-                    }
-                },
-                Ok(false) => lease.renew_in(),
+            let wait = match tokio::select! {
+                result = self.sweep() => result,
+                _ = shutdown.cancelled() => break,
+            } {
+                Ok(_) => {
+                    backoff.succeeded();
+                    PERIODIC.min(self.lease.lock().await.renew_in())
+                }
                 Err(error) => {
-                    tracing::error!(%error, "cannot take the carrier's lease");
-                    backoff.failed()
+                    let wait = backoff.failed();
+                    tracing::error!(%error, "carrying out approved requests failed; retrying");
+                    wait
                 }
             };
             tokio::select! {
@@ -132,7 +145,7 @@ impl Carrier {
                 _ = tokio::time::sleep(wait) => {}
             }
         }
-        lease.release(&self.store).await;
+        self.lease.lock().await.release(&self.store).await;
     }
 
     /// Carries out the approved requests waiting for it. Returns how many
@@ -140,23 +153,58 @@ impl Carrier {
     pub async fn sweep(&self) -> Result<usize, StoreError> {
         let mut settled = 0;
         for request in self.store.requests_to_carry_out(BATCH).await? {
+            if self.put_off(request.id) {
+                continue;
+            }
+            // While this instance leads, and holds the request itself: a
+            // lease that changed hands in the middle never makes two carry
+            // one request out.
+            if !self.lease.lock().await.hold(&self.store).await? {
+                break;
+            }
+            if !self
+                .store
+                .claim_carry_out(request.id, &self.instance, CARRY_CLAIM)
+                .await?
+            {
+                continue;
+            }
             let run = {
                 let mut tx = self.store.begin_read().await?;
                 tx.run(request.run_id).await?
             };
             let Some(run) = run else { continue };
-            let outcome = match request.action.as_str() {
-                "merge_pr" => self.merge(&request, &run).await,
-                _ => self.comment(&request, &run).await,
+            let outcome = if matches!(run.state, RunState::Cancelled | RunState::Abandoned) {
+                Outcome::Refused(format!(
+                    "Eagle did not carry out the approved {}: run {} is {}",
+                    request.action,
+                    run.id,
+                    run.state.as_str()
+                ))
+            } else {
+                match request.action.as_str() {
+                    "merge_pr" => self.merge(&request, &run).await,
+                    _ => self.comment(&request, &run).await,
+                }
             };
             let (text, done) = match &outcome {
                 Outcome::Later(why) => {
-                    tracing::info!(request = request.id, why, "an approved request waits to be carried out");
+                    let wait = self.try_later(request.id);
+                    tracing::info!(
+                        request = request.id,
+                        why,
+                        wait_s = wait.as_secs(),
+                        "an approved request waits to be carried out"
+                    );
                     continue;
                 }
                 Outcome::Done(text) => (text.as_str(), true),
                 Outcome::Refused(text) => (text.as_str(), false),
             };
+            self.later
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&request.id);
             let mut tx = self.store.begin_write().await?;
             if tx.record_carried_out(request.id, text, done).await? {
                 let line = format!(
@@ -173,6 +221,25 @@ impl Carrier {
         Ok(settled)
     }
 
+    /// Whether a request was put off and its time has not come.
+    fn put_off(&self, id: i64) -> bool {
+        let later = self.later.lock().unwrap_or_else(|e| e.into_inner());
+        later
+            .get(&id)
+            .is_some_and(|(at, _)| *at > tokio::time::Instant::now())
+    }
+
+    /// Puts a request off: 5 s, doubling, at most 5 minutes.
+    fn try_later(&self, id: i64) -> Duration {
+        let mut later = self.later.lock().unwrap_or_else(|e| e.into_inner());
+        let tries = later.get(&id).map_or(0, |(_, n)| *n);
+        let wait = Duration::from_secs(5)
+            .saturating_mul(1 << tries.min(6))
+            .min(Duration::from_secs(300));
+        later.insert(id, (tokio::time::Instant::now() + wait, tries + 1));
+        wait
+    }
+
     async fn merge(&self, request: &Request, run: &Run) -> Outcome {
         let Some((client, settings, default_repo)) = &self.github else {
             return Outcome::Refused(
@@ -184,10 +251,7 @@ impl Carrier {
             .or_else(|| PrLink::find(&request.body).map(|l| l.number))
             .filter(|n| *n > 0);
         let Some(number) = number else {
-            return Outcome::Refused(format!(
-                "Eagle did not merge: run {} names no PR",
-                run.id
-            ));
+            return Outcome::Refused(format!("Eagle did not merge: run {} names no PR", run.id));
         };
         let Some(sha) = request.bound_sha.as_deref() else {
             return Outcome::Refused(format!(
@@ -195,10 +259,19 @@ impl Carrier {
                  so the approval is of no particular commit; ask again once the run is in pr"
             ));
         };
-        let repo = match run.pr_repo.as_deref().map(str::parse::<Repo>) {
-            Some(Ok(repo)) => repo,
-            _ => default_repo.clone(),
-        };
+        // Only in the profile's repository, whatever a worker's line named.
+        if let Some(other) = run
+            .pr_repo
+            .as_deref()
+            .filter(|r| !r.eq_ignore_ascii_case(&settings.repo))
+        {
+            return Outcome::Refused(format!(
+                "Eagle did not merge: the run's PR is in {}, not in github.repo {}",
+                one_line(other, 100),
+                settings.repo
+            ));
+        }
+        let repo = default_repo.clone();
         let number = number as u64;
         // Looked at first: a merge made before a crash is not made again,
         // and a head that moved is refused without spending a merge.
@@ -230,11 +303,13 @@ impl Carrier {
             "rebase" => MergeMethod::Rebase,
             _ => MergeMethod::Squash,
         };
-        match client.merge(&repo, number, &MergeRequest::new(sha, method)).await {
-            Ok(merged) if merged.merged => Outcome::Done(format!(
-                "Eagle merged PR #{number} at {}",
-                short_sha(sha)
-            )),
+        match client
+            .merge(&repo, number, &MergeRequest::new(sha, method))
+            .await
+        {
+            Ok(merged) if merged.merged => {
+                Outcome::Done(format!("Eagle merged PR #{number} at {}", short_sha(sha)))
+            }
             Ok(merged) => Outcome::Refused(format!(
                 "Eagle did not merge PR #{number}: GitHub says {}",
                 one_line(&merged.message, 200)
@@ -269,6 +344,9 @@ impl Carrier {
             Ok(CommentOutcome::Found { story_gid }) => Outcome::Done(format!(
                 "The approved comment is on the Asana task (story {story_gid})"
             )),
+            Err(error @ crate::asana::Error::RateLimited { .. }) => {
+                Outcome::Later(error.to_string())
+            }
             Err(error) if error.is_ambiguous() => Outcome::Later(error.to_string()),
             Err(error) => Outcome::Refused(format!(
                 "Eagle did not post the Asana comment: {}",

@@ -387,6 +387,80 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
     }
 }
 
+/// What `eagle check` says about the analyzer, GitHub and Asana.
+fn integration_checks(profile: &Profile) -> Vec<(crate::runner::Severity, String)> {
+    use crate::profile::Role;
+    use crate::runner::Severity;
+    let mut out = Vec::new();
+    let human = |d: std::time::Duration| humantime::format_duration(d).to_string();
+    match (&profile.github, profile.role) {
+        (Some(g), role) => out.push((
+            Severity::Ok,
+            match role {
+                Role::Executor => format!(
+                    "github: the PRs of {} are followed every {} (CI grace {}, {} fix-ci worker(s) and {} PR worker(s) per run at most{})",
+                    g.repo,
+                    human(g.poll_interval),
+                    human(g.ci_grace),
+                    g.ci_attempts,
+                    g.max_rounds,
+                    if g.required_checks.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; required: {}", g.required_checks.join(", "))
+                    }
+                ),
+                Role::Orchestrator => format!(
+                    "github: Eagle merges approved merge_pr requests in {} ({})",
+                    g.repo, g.merge_method
+                ),
+            },
+        )),
+        (None, Role::Executor) => out.push((
+            Severity::Warn,
+            "no [github]: runs that reach pr wait there, and nothing follows their PRs (profiles/executor.toml, [github])".into(),
+        )),
+        (None, Role::Orchestrator) => out.push((
+            Severity::Ok,
+            "no [github]: an approved merge_pr is recorded, and the merge is left to a human".into(),
+        )),
+    }
+    if profile.role == Role::Orchestrator {
+        match &profile.analyzer.command {
+            Some(command) => out.push((
+                Severity::Ok,
+                format!(
+                    "analyzer: filters, then `{}` (no output {}, at most {})",
+                    command.template,
+                    human(profile.analyzer.no_output_timeout),
+                    human(profile.analyzer.hard_timeout)
+                ),
+            )),
+            None => out.push((
+                Severity::Ok,
+                "analyzer: filters only (no analysis command): kept tasks go to for_review".into(),
+            )),
+        }
+        if let Some(a) = &profile.asana {
+            let mut places = Vec::new();
+            places.extend(a.projects.iter().map(|(_, s)| s.clone()));
+            places.extend(a.sections.iter().map(|(_, s)| s.clone()));
+            places.extend(a.my_tasks.iter().map(|(_, s)| s.clone()));
+            places.extend(a.followed_source.iter().cloned());
+            out.push((
+                Severity::Ok,
+                format!(
+                    "asana: imports {} every {} (workspace {})",
+                    places.join(", "),
+                    human(a.poll_interval),
+                    a.workspace
+                ),
+            ));
+        }
+    }
+    out
+}
+
 /// `eagle import`: one Asana import.
 async fn import(profile: &Profile, store: &Store) -> anyhow::Result<ExitCode> {
     let Some(intake) = crate::intake::Intake::for_profile(profile, store.clone())? else {
@@ -439,7 +513,8 @@ async fn start_role(
                 true,
                 env,
             )?;
-            let carrier = crate::carry::Carrier::for_profile(profile, store.clone(), poster.clone())?;
+            let carrier =
+                crate::carry::Carrier::for_profile(profile, store.clone(), poster.clone())?;
             let intake = crate::intake::Intake::for_profile(profile, store.clone())?;
             let decider = crate::decisions::Decider {
                 store: store.clone(),
@@ -692,7 +767,10 @@ async fn check(profile: &Profile, env: &BTreeMap<String, String>) -> anyhow::Res
     }
     store.close().await;
     let mut local_ok = true;
-    for (severity, text) in crate::runner::checks(profile) {
+    for (severity, text) in crate::runner::checks(profile)
+        .into_iter()
+        .chain(integration_checks(profile))
+    {
         use crate::runner::Severity;
         let label = match severity {
             Severity::Ok => "ok  ",

@@ -259,9 +259,9 @@ impl Decider {
                     id = run.id,
                     url = what
                 ),
-                "ci_attempts" => format!(
-                    "{owner}run {id} is held: {what}. `!retry {id}` allows as many fix-ci workers \
-                     again; `!cancel {id}` stops it.",
+                "pr_held" => format!(
+                    "{owner}run {id} is held: {what}. `!retry {id}` lets the PR loop go on (as many \
+                     workers again); `!cancel {id}` stops it.",
                     id = run.id
                 ),
                 "ci_never_ran" => format!(

@@ -18,7 +18,9 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 
-use crate::asana::{Asana, AsanaConfig, AsanaTask, Completion, MyTasksSection, Place, PlatformRule, Source};
+use crate::asana::{
+    Asana, AsanaConfig, AsanaTask, Completion, MyTasksSection, Place, PlatformRule, Source,
+};
 use crate::profile::{AsanaSettings, Profile};
 use crate::store::{ExternalTask, Store, StoreError, Upserted};
 
@@ -36,6 +38,8 @@ pub struct ImportSummary {
     pub created: usize,
     pub updated: usize,
     pub unchanged: usize,
+    /// Completed there before Eagle ever saw them: not imported.
+    pub done_there: usize,
     /// Sources that could not be read, with why (the others were imported).
     pub failed: Vec<(String, String)>,
 }
@@ -47,6 +51,12 @@ impl ImportSummary {
             "imported from Asana: {} new, {} updated, {} unchanged",
             self.created, self.updated, self.unchanged
         );
+        if self.done_there > 0 {
+            out.push_str(&format!(
+                ", {} done there before they reached the inbox (not imported)",
+                self.done_there
+            ));
+        }
         for (source, why) in &self.failed {
             out.push_str(&format!("; {source}: {why}"));
         }
@@ -107,8 +117,13 @@ impl Intake {
     pub async fn run(&self, shutdown: CancellationToken) {
         let mut lease = crate::singleton::Lease::new(LEASE, self.instance.clone(), LEASE_TTL);
         let mut backoff = crate::backoff::Backoff::new();
+        // When the next import is due; the lease is renewed in between.
+        let mut due = tokio::time::Instant::now();
         loop {
             let wait = match lease.hold(&self.store).await {
+                Ok(true) if tokio::time::Instant::now() < due => due
+                    .saturating_duration_since(tokio::time::Instant::now())
+                    .min(lease.renew_in()),
                 Ok(true) => match tokio::select! {
                     result = self.import() => result,
                     _ = shutdown.cancelled() => break,
@@ -118,11 +133,13 @@ impl Intake {
                         if summary.created + summary.updated > 0 || !summary.failed.is_empty() {
                             tracing::info!("{}", summary.text());
                         }
-                        self.settings.poll_interval.min(lease.renew_in().max(Duration::from_secs(1)))
+                        due = tokio::time::Instant::now() + self.settings.poll_interval;
+                        self.settings.poll_interval.min(lease.renew_in())
                     }
                     Err(error) => {
                         let wait = backoff.failed().max(Duration::from_secs(5));
                         tracing::error!(%error, wait_ms = wait.as_millis() as u64, "the Asana import failed; retrying");
+                        due = tokio::time::Instant::now() + wait;
                         wait
                     }
                 },
@@ -177,7 +194,9 @@ impl Intake {
         for source in &sources {
             match self.asana.list(source, completion).await {
                 Ok(found) => take(found, &mut tasks),
-                Err(error) => summary.failed.push((source.name.clone(), error.to_string())),
+                Err(error) => summary
+                    .failed
+                    .push((source.name.clone(), error.to_string())),
             }
         }
         if !self.settings.my_tasks.is_empty() {
@@ -214,6 +233,7 @@ impl Intake {
                     Upserted::Created(_) => summary.created += 1,
                     Upserted::Updated(_) => summary.updated += 1,
                     Upserted::Unchanged(_) => summary.unchanged += 1,
+                    Upserted::Ignored => summary.done_there += 1,
                 }
             }
             tx.commit().await?;
@@ -230,11 +250,9 @@ impl Intake {
 
     /// An Asana task as the inbox stores it.
     fn external(&self, task: AsanaTask, me: &str) -> ExternalTask {
-        let assignee = task.assignee.as_ref().map(|user| {
-            match &self.owner {
-                Some(owner) if user.gid == me => owner.clone(),
-                _ => user.name.clone(),
-            }
+        let assignee = task.assignee.as_ref().map(|user| match &self.owner {
+            Some(owner) if user.gid == me => owner.clone(),
+            _ => user.name.clone(),
         });
         ExternalTask {
             task_gid: task.inbox_key(),

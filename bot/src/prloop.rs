@@ -37,7 +37,8 @@ use crate::github::{
 use crate::mirror::{People, Poster};
 use crate::profile::GithubSettings;
 use crate::store::{
-    CachedAnswer, PrPoll, PrWork, Run, RunState, Store, StoreError, Transition, short_sha,
+    CachedAnswer, PrPoll, PrWork, RequestStatus, Run, RunState, Store, StoreError, Transition,
+    short_sha,
 };
 use crate::text::{neutralize_mentions, one_line};
 
@@ -57,7 +58,7 @@ pub const NO_PR_NUMBER: &str =
 pub const NO_GITHUB: &str = "nothing watches its PR: the executor has no [github] configured";
 /// The longest rate-limit wait the client sits out inside a poll; a longer
 /// one pauses the loop instead.
-const LONGEST_INLINE_WAIT: Duration = Duration::from_secs(90);
+const LONGEST_INLINE_WAIT: Duration = Duration::from_secs(15);
 
 /// What the loop remembers of a PR between polls (the run's `pr_poll`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,16 +79,20 @@ pub struct Memo {
 pub enum Step {
     /// Nothing for a worker to do; the status says why it waits.
     Wait { status: String },
+    /// The run waits for answers to its worker's requests: what is asked of
+    /// it stays as it is, and nothing else happens.
+    Answers { status: String },
     /// Ask a worker for `work`.
     Work {
         work: PrWork,
         status: String,
-        /// A fix-ci worker asked for anew (it counts against the cap).
-        counts: bool,
+        /// Asked for anew, not already asked (it counts against the caps).
+        new: bool,
     },
     /// CI never ran on the head: start it.
     TriggerCi { how: Trigger, status: String },
-    /// Past the cap of fix-ci workers: hold the run for its owner.
+    /// Past the cap of fix-ci workers, or of PR workers of every kind: hold
+    /// the run for its owner.
     Hold { status: String },
     /// Green, reviewed, nothing unresolved.
     Complete { status: String },
@@ -122,6 +127,11 @@ pub struct RunFacts {
     pub review_green_sha: Option<String>,
     pub pr_work_done_sha: Option<String>,
     pub pr_work_done_at: Option<DateTime<Utc>>,
+    /// PR workers asked for so far.
+    pub pr_rounds: i64,
+    /// Its worker waits for answers: a request is open, or answered and
+    /// not yet delivered to the worker that is to be resumed.
+    pub waiting: bool,
 }
 
 impl RunFacts {
@@ -135,6 +145,8 @@ impl RunFacts {
             review_green_sha: run.review_green_sha.clone(),
             pr_work_done_sha: run.pr_work_done_sha.clone(),
             pr_work_done_at: run.pr_work_done_at,
+            pr_rounds: run.pr_rounds,
+            waiting: false,
         }
     }
 }
@@ -176,8 +188,42 @@ pub struct Facts<'a> {
 }
 
 /// Decides what happens to a run in `pr` after a poll (seed 003's rules,
-/// in order). Pure, so that each rule is tested on its own.
+/// in order), within the caps. Pure, so that each rule is tested on its own.
 pub fn next_step(f: &Facts<'_>) -> Step {
+    match rule(f) {
+        Step::Work {
+            work,
+            status,
+            new: true,
+        } => {
+            if work == PrWork::FixCi && f.run.ci_attempts >= f.settings.ci_attempts {
+                return Step::Hold {
+                    status: format!(
+                        "{status}, after {} fix-ci worker(s): held for its owner",
+                        f.run.ci_attempts
+                    ),
+                };
+            }
+            if f.run.pr_rounds >= f.settings.max_rounds {
+                return Step::Hold {
+                    status: format!(
+                        "{status}, after {} PR worker(s): held for its owner",
+                        f.run.pr_rounds
+                    ),
+                };
+            }
+            Step::Work {
+                work,
+                status,
+                new: true,
+            }
+        }
+        step => step,
+    }
+}
+
+/// Seed 003's rules, without the caps.
+fn rule(f: &Facts<'_>) -> Step {
     let pull = f.pr;
     if pull.merged {
         return Step::Merged;
@@ -187,8 +233,26 @@ pub fn next_step(f: &Facts<'_>) -> Step {
     }
     let head = pull.head_sha.as_str();
     let short = short_sha(head);
+    if f.run.waiting {
+        return Step::Answers {
+            status: format!("on {short}, its worker waits for answers to its requests"),
+        };
+    }
     let new_head = f.run.head_sha.as_deref() != Some(head);
-    let grace = chrono::TimeDelta::from_std(f.settings.ci_grace).unwrap_or(chrono::TimeDelta::minutes(10));
+    // Work asked for by a person's comment or a review that wanted changes
+    // stands until it is done or the head moves (CI failing comes first).
+    if f.run.pr_work == Some(PrWork::FixComments)
+        && !new_head
+        && !matches!(pull.ci, CiState::Failed { .. })
+    {
+        return Step::Work {
+            work: PrWork::FixComments,
+            status: format!("comments to answer on {short}"),
+            new: false,
+        };
+    }
+    let grace =
+        chrono::TimeDelta::from_std(f.settings.ci_grace).unwrap_or(chrono::TimeDelta::minutes(10));
     // The same work is not asked again for the head it ended on until the
     // push it made had time to show.
     let just_worked_on = !new_head
@@ -222,7 +286,10 @@ pub fn next_step(f: &Facts<'_>) -> Step {
                         workflow: workflow.clone(),
                         branch: pull.head_ref.clone(),
                     },
-                    status: format!("CI never ran on {short}: {workflow} is dispatched on {}", pull.head_ref),
+                    status: format!(
+                        "CI never ran on {short}: {workflow} is dispatched on {}",
+                        pull.head_ref
+                    ),
                 },
                 None => Step::TriggerCi {
                     how: Trigger::None,
@@ -244,22 +311,15 @@ pub fn next_step(f: &Facts<'_>) -> Step {
             let names = failed.join(", ");
             if just_worked_on {
                 return Step::Wait {
-                    status: format!("CI failed on {short} ({names}); waiting for the fix to reach GitHub"),
-                };
-            }
-            let asked_anew = f.run.pr_work != Some(PrWork::FixCi);
-            if asked_anew && f.run.ci_attempts >= f.settings.ci_attempts {
-                return Step::Hold {
                     status: format!(
-                        "CI failed on {short} ({names}) after {} fix-ci worker(s): held for its owner",
-                        f.run.ci_attempts
+                        "CI failed on {short} ({names}); waiting for the fix to reach GitHub"
                     ),
                 };
             }
             Step::Work {
                 work: PrWork::FixCi,
                 status: format!("CI failed on {short}: {names}"),
-                counts: asked_anew,
+                new: f.run.pr_work != Some(PrWork::FixCi),
             }
         }
         CiState::Green if !f.open_threads.is_empty() => {
@@ -284,7 +344,7 @@ pub fn next_step(f: &Facts<'_>) -> Step {
             Step::Work {
                 work: PrWork::FixComments,
                 status,
-                counts: false,
+                new: f.run.pr_work != Some(PrWork::FixComments),
             }
         }
         CiState::Green if f.run.review_green_sha.as_deref() == Some(head) => Step::Complete {
@@ -293,7 +353,7 @@ pub fn next_step(f: &Facts<'_>) -> Step {
         CiState::Green => Step::Work {
             work: PrWork::PrReview,
             status: format!("CI green on {short}, nothing unresolved: a review follows"),
-            counts: false,
+            new: f.run.pr_work != Some(PrWork::PrReview),
         },
     }
 }
@@ -304,7 +364,10 @@ fn rerunnable(view: &PullRequestView, head: &str) -> Option<u64> {
     let checks_failed = view.check_runs.check_runs.iter().any(|c| {
         c.status == RunStatus::Completed
             && !c.conclusion.is_some_and(Conclusion::is_passing)
-            && !matches!(c.conclusion, Some(Conclusion::Cancelled | Conclusion::Stale))
+            && !matches!(
+                c.conclusion,
+                Some(Conclusion::Cancelled | Conclusion::Stale)
+            )
     });
     if checks_failed {
         return None;
@@ -314,7 +377,12 @@ fn rerunnable(view: &PullRequestView, head: &str) -> Option<u64> {
         .iter()
         .filter(|r| r.head_sha == head && r.status == RunStatus::Completed)
         .max_by_key(|r| r.id)
-        .filter(|r| matches!(r.conclusion, Some(Conclusion::Cancelled | Conclusion::Stale)))
+        .filter(|r| {
+            matches!(
+                r.conclusion,
+                Some(Conclusion::Cancelled | Conclusion::Stale)
+            )
+        })
         .map(|r| r.id)
 }
 
@@ -334,10 +402,11 @@ pub struct PrLoop {
     store: Store,
     poster: Poster,
     people: People,
-    instance: String,
     github: Option<Arc<Watcher>>,
     /// GitHub asked to be left alone until then (a rate limit).
     paused: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
+    /// One loop per deployment.
+    lease: Arc<tokio::sync::Mutex<crate::singleton::Lease>>,
 }
 
 struct Watcher {
@@ -412,9 +481,10 @@ impl PrLoop {
         let github = match &profile.github {
             None => None,
             Some(settings) => {
-                let repo: Repo = settings.repo.parse().map_err(|e| {
-                    anyhow::anyhow!("profile {}: github.repo: {e}", profile.name)
-                })?;
+                let repo: Repo = settings
+                    .repo
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("profile {}: github.repo: {e}", profile.name))?;
                 let client = client(settings, &store)
                     .map_err(|e| anyhow::anyhow!("profile {}: github: {e}", profile.name))?
                     .with_retry_policy(crate::github::RetryPolicy {
@@ -436,9 +506,13 @@ impl PrLoop {
             store,
             poster,
             people,
-            instance: crate::host::instance_name(),
             github,
             paused: Arc::default(),
+            lease: Arc::new(tokio::sync::Mutex::new(crate::singleton::Lease::new(
+                LEASE,
+                crate::host::instance_name(),
+                LEASE_TTL,
+            ))),
         })
     }
 
@@ -453,29 +527,21 @@ impl PrLoop {
     pub async fn run(&self, shutdown: CancellationToken) {
         let mut changes = self.store.changes();
         let mut backoff = crate::backoff::Backoff::new();
-        let mut lease = crate::singleton::Lease::new(LEASE, self.instance.clone(), LEASE_TTL);
         let mut pruned: Option<tokio::time::Instant> = None;
         loop {
             changes.mark_seen();
-            let wait = match lease.hold(&self.store).await {
-                Ok(true) => match tokio::select! {
-                    result = self.tick() => result,
-                    _ = shutdown.cancelled() => break,
-                } {
-                    Ok(next) => {
-                        backoff.succeeded();
-                        next.min(lease.renew_in())
-                    }
-                    Err(error) => {
-                        let wait = backoff.failed();
-                        tracing::error!(%error, wait_ms = wait.as_millis() as u64, "the PR loop failed; retrying");
-                        wait
-                    }
-                },
-                Ok(false) => lease.renew_in(),
+            let wait = match tokio::select! {
+                result = self.tick() => result,
+                _ = shutdown.cancelled() => break,
+            } {
+                Ok(next) => {
+                    backoff.succeeded();
+                    next
+                }
                 Err(error) => {
-                    tracing::error!(%error, "cannot take the PR loop's lease");
-                    backoff.failed()
+                    let wait = backoff.failed();
+                    tracing::error!(%error, wait_ms = wait.as_millis() as u64, "the PR loop failed; retrying");
+                    wait
                 }
             };
             if pruned.is_none_or(|at| at.elapsed() > Duration::from_secs(3600)) {
@@ -490,12 +556,20 @@ impl PrLoop {
                 _ = tokio::time::sleep(wait) => {}
             }
         }
-        lease.release(&self.store).await;
+        self.lease.lock().await.release(&self.store).await;
     }
 
-    /// Polls every watched run that is due. Returns how long until the
-    /// next one is.
+    /// Whether this instance leads (holds the loop's lease), renewing it.
+    async fn leads(&self) -> Result<bool, StoreError> {
+        self.lease.lock().await.hold(&self.store).await
+    }
+
+    /// Polls every watched run that is due, while this instance leads.
+    /// Returns how long until the next one is due.
     pub async fn tick(&self) -> Result<Duration, StoreError> {
+        if !self.leads().await? {
+            return Ok(self.lease.lock().await.renew_in());
+        }
         let runs = self.store.runs_to_watch(BATCH).await?;
         let Some(watcher) = &self.github else {
             for run in runs.iter().filter(|r| r.state == RunState::Pr) {
@@ -510,12 +584,17 @@ impl PrLoop {
             return Ok(wait);
         }
         let now = crate::store::now();
-        let mut next = interval;
+        let mut next = interval.min(self.lease.lock().await.renew_in());
         for run in runs {
             let due_at = due_at(&run, interval);
             if due_at > now {
                 next = next.min((due_at - now).to_std().unwrap_or(interval));
                 continue;
+            }
+            // A lease lost in the middle (a slow GitHub) ends the tick:
+            // the instance that took it over polls from now on.
+            if !self.leads().await? {
+                break;
             }
             match self.poll(watcher, &run).await {
                 Ok(()) => {}
@@ -556,10 +635,22 @@ impl PrLoop {
             }
             return Ok(());
         };
-        let repo = match run.pr_repo.as_deref().map(str::parse::<Repo>) {
-            Some(Ok(repo)) => repo,
-            _ => watcher.repo.clone(),
-        };
+        // Only the profile's repository: a worker's line must not make
+        // Eagle watch, label or merge elsewhere.
+        let repo = watcher.repo.clone();
+        if let Some(other) = run
+            .pr_repo
+            .as_deref()
+            .filter(|r| !r.eq_ignore_ascii_case(&watcher.settings.repo))
+        {
+            let status = format!(
+                "its PR is in {}, not in github.repo {}: Eagle does not follow it",
+                one_line(other, 100),
+                watcher.settings.repo
+            );
+            self.store.set_pr_status(run.id, &status).await?;
+            return Ok(());
+        }
         let memo: Memo = run
             .pr_poll
             .as_deref()
@@ -583,23 +674,54 @@ impl PrLoop {
                 .watch_complete(watcher, run, &repo, &view, memo_json, grew)
                 .await;
         }
-        // Draft PRs carry the labels the profile requires.
+        // Draft PRs carry the labels the profile requires. A refusal (the
+        // token may not write issues) is logged and blocks nothing.
         if view.pull.draft && view.pull.state == PrState::Open {
             let missing: Vec<String> = watcher
                 .settings
                 .required_labels
                 .iter()
-                .filter(|l| !view.pull.labels.iter().any(|have| have.eq_ignore_ascii_case(l)))
+                .filter(|l| {
+                    !view
+                        .pull
+                        .labels
+                        .iter()
+                        .any(|have| have.eq_ignore_ascii_case(l))
+                })
                 .cloned()
                 .collect();
             if !missing.is_empty() {
-                watcher.client.add_labels(&repo, number as u64, &missing).await?;
-                tracing::info!(run = run.id, labels = ?missing, "added the required labels to a draft PR");
+                match watcher
+                    .client
+                    .add_labels(&repo, number as u64, &missing)
+                    .await
+                {
+                    Ok(_) => {
+                        tracing::info!(run = run.id, labels = ?missing, "added the required labels to a draft PR")
+                    }
+                    Err(error) if error.is_transient() || error.retry_after().is_some() => {
+                        return Err(error.into());
+                    }
+                    Err(error) => {
+                        tracing::warn!(run = run.id, %error, "cannot add the required labels")
+                    }
+                }
             }
         }
+        let requests = self.store.requests_of_run(run.id).await?;
+        let mut facts = RunFacts::of(run);
+        facts.waiting = requests.iter().any(|r| {
+            r.status.is_open()
+                || (run.pr_work.0.is_some()
+                    && r.delivered_at.is_none()
+                    && matches!(
+                        r.status,
+                        RequestStatus::Approved | RequestStatus::Denied | RequestStatus::Expired
+                    ))
+        });
         let now = crate::store::now();
-        let step = next_step(&Facts {
-            run: &RunFacts::of(run),
+        let mut step = next_step(&Facts {
+            run: &facts,
             pr: &PrFacts::of(&view),
             open_threads: &open_threads,
             settings: &watcher.settings,
@@ -607,27 +729,46 @@ impl PrLoop {
         });
         let head = view.pull.head_sha.as_str();
         let mut triggered = None;
-        if let Step::TriggerCi { how, .. } = &step {
-            match how {
+        if let Step::TriggerCi { how, status } = &step {
+            let started = match how {
                 Trigger::Dispatch { workflow, branch } => {
                     watcher
                         .client
                         .dispatch_workflow(&repo, workflow, branch, &serde_json::Map::new())
-                        .await?;
-                    triggered = Some(head);
+                        .await
                 }
                 Trigger::Rerun { run_id } => {
-                    watcher.client.rerun_workflow_run(&repo, *run_id).await?;
-                    triggered = Some(head);
+                    watcher.client.rerun_workflow_run(&repo, *run_id).await
                 }
-                Trigger::None => triggered = Some(head),
+                Trigger::None => Ok(()),
+            };
+            triggered = Some(head);
+            match started {
+                Ok(()) => {}
+                Err(error) if error.is_transient() || error.retry_after().is_some() => {
+                    return Err(error.into());
+                }
+                // Refused for good (no workflow_dispatch trigger, a
+                // permission): said once, not asked again for this head.
+                Err(error) => {
+                    step = Step::TriggerCi {
+                        how: Trigger::None,
+                        status: format!(
+                            "{status}, but GitHub refused: {}",
+                            one_line(&error.to_string(), 200)
+                        ),
+                    };
+                }
             }
         }
-        let (status, work, counts) = match &step {
-            Step::Wait { status } | Step::TriggerCi { status, .. } | Step::Hold { status } | Step::Complete { status } => {
-                (status.clone(), None, false)
-            }
-            Step::Work { work, status, counts } => (status.clone(), Some(*work), *counts),
+        let (status, work, new) = match &step {
+            Step::Wait { status }
+            | Step::TriggerCi { status, .. }
+            | Step::Hold { status }
+            | Step::Complete { status } => (status.clone(), None, false),
+            // What is asked of the run stays as it is.
+            Step::Answers { status } => (status.clone(), run.pr_work.0, false),
+            Step::Work { work, status, new } => (status.clone(), Some(*work), *new),
             Step::Merged => ("merged".to_string(), None, false),
             Step::Closed => ("closed without merging".to_string(), None, false),
         };
@@ -641,20 +782,27 @@ impl PrLoop {
                 status: &status,
                 poll: memo_json.as_deref(),
                 work,
-                counts_ci_attempt: counts,
+                counts_ci_attempt: new && work == Some(PrWork::FixCi),
+                counts_round: new,
+                read_at: run.updated_at,
                 ci_triggered_sha: triggered,
                 comments_seen_at: None,
             })
             .await?
         else {
-            // A runner claimed it meanwhile: the next tick looks again.
+            // The run changed meanwhile (a runner claimed it, a worker
+            // ended): the next tick looks again.
             return Ok(());
         };
         for request in &polled.expired {
             tx.insert_notice(
                 run.id,
                 "merge_expired",
-                &format!("req:{} the PR's head moved to {}; the worker asks again", request.id, short_sha(head)),
+                &format!(
+                    "req:{} the PR's head moved to {}; the worker asks again",
+                    request.id,
+                    short_sha(head)
+                ),
             )
             .await?;
         }
@@ -672,7 +820,11 @@ impl PrLoop {
                 })
                 .await?;
                 self.poster
-                    .post(&mut tx, &topic, &format!("[STATUS: complete] run:{} {pr} was merged", run.id))
+                    .post(
+                        &mut tx,
+                        &topic,
+                        &format!("[STATUS: complete] run:{} {pr} was merged", run.id),
+                    )
                     .await?;
             }
             Step::Closed => {
@@ -689,7 +841,10 @@ impl PrLoop {
                     .post(
                         &mut tx,
                         &topic,
-                        &format!("[STATUS: abandoned] run:{} {pr} was closed without merging; the task goes back for review", run.id),
+                        &format!(
+                            "[STATUS: abandoned] run:{} {pr} was closed without merging; the task goes back for review",
+                            run.id
+                        ),
                     )
                     .await?;
             }
@@ -697,9 +852,14 @@ impl PrLoop {
                 tx.set_held(run.id, true, ACTOR, &status, false).await?;
                 let owner = self.owner_label(run).await;
                 tx.set_waiting_on(run.id, Some(&owner), None).await?;
-                tx.insert_notice(run.id, "ci_attempts", &format!("{pr}: {status}")).await?;
+                tx.insert_notice(run.id, "pr_held", &format!("{pr}: {status}"))
+                    .await?;
                 self.poster
-                    .post(&mut tx, &topic, &format!("[STATUS: held] run:{} {}", run.id, quote(&status)))
+                    .post(
+                        &mut tx,
+                        &topic,
+                        &format!("[STATUS: held] run:{} {}", run.id, quote(&status)),
+                    )
                     .await?;
             }
             Step::Complete { status } => {
@@ -712,17 +872,30 @@ impl PrLoop {
                 })
                 .await?;
                 tx.mark_comments_seen(run.id, now).await?;
-                tx.insert_notice(run.id, "complete", view.pull.html_url.as_str()).await?;
+                tx.insert_notice(run.id, "complete", view.pull.html_url.as_str())
+                    .await?;
                 self.poster
-                    .post(&mut tx, &topic, &format!("[STATUS: complete] run:{} {pr}: {}", run.id, quote(&status)))
+                    .post(
+                        &mut tx,
+                        &topic,
+                        &format!("[STATUS: complete] run:{} {pr}: {}", run.id, quote(&status)),
+                    )
                     .await?;
             }
-            Step::TriggerCi { how: Trigger::None, status } => {
-                tx.insert_notice(run.id, "ci_never_ran", &format!("{pr}: {status}")).await?;
+            Step::TriggerCi {
+                how: Trigger::None,
+                status,
+            } => {
+                tx.insert_notice(run.id, "ci_never_ran", &format!("{pr}: {status}"))
+                    .await?;
             }
             Step::TriggerCi { status, .. } => {
                 self.poster
-                    .post(&mut tx, &topic, &format!("[STATUS: ci] run:{} {}", run.id, quote(&status)))
+                    .post(
+                        &mut tx,
+                        &topic,
+                        &format!("[STATUS: ci] run:{} {}", run.id, quote(&status)),
+                    )
                     .await?;
             }
             Step::Work { work, status, .. } if run.pr_work.0 != Some(work) => {
@@ -730,7 +903,12 @@ impl PrLoop {
                     .post(
                         &mut tx,
                         &topic,
-                        &format!("[STATUS: {}] run:{} {}; a worker follows", work.as_str(), run.id, quote(&status)),
+                        &format!(
+                            "[STATUS: {}] run:{} {}; a worker follows",
+                            work.as_str(),
+                            run.id,
+                            quote(&status)
+                        ),
                     )
                     .await?;
             }
@@ -805,7 +983,10 @@ impl PrLoop {
                     .post(
                         &mut tx,
                         &run.topic(),
-                        &format!("[STATUS: pr] run:{} {reason}: back to pr, a worker answers", run.id),
+                        &format!(
+                            "[STATUS: pr] run:{} {reason}: back to pr, a worker answers",
+                            run.id
+                        ),
                     )
                     .await?;
             }
@@ -819,6 +1000,8 @@ impl PrLoop {
                     poll: memo.as_deref(),
                     work: None,
                     counts_ci_attempt: false,
+                    counts_round: false,
+                    read_at: run.updated_at,
                     ci_triggered_sha: None,
                     comments_seen_at: None,
                 })
@@ -844,7 +1027,9 @@ fn due_at(run: &Run, interval: Duration) -> DateTime<Utc> {
     match run.pr_checked_at {
         None => DateTime::<Utc>::MIN_UTC,
         Some(checked) if run.updated_at > checked => DateTime::<Utc>::MIN_UTC,
-        Some(checked) => checked + chrono::TimeDelta::from_std(interval).unwrap_or(chrono::TimeDelta::minutes(2)),
+        Some(checked) => {
+            checked + chrono::TimeDelta::from_std(interval).unwrap_or(chrono::TimeDelta::minutes(2))
+        }
     }
 }
 
@@ -879,6 +1064,7 @@ mod tests {
             poll_interval: Duration::from_secs(120),
             merge_method: "squash".into(),
             ci_attempts: 2,
+            max_rounds: 5,
             bot_logins: vec!["executor-bot".into()],
         }
     }
@@ -933,7 +1119,8 @@ mod tests {
     fn seed_003s_rules_in_order() {
         let kind = |s: &Step| match s {
             Step::Wait { .. } => "wait".to_string(),
-            Step::Work { work, counts, .. } => format!("{} counts={counts}", work.as_str()),
+            Step::Work { work, new, .. } => format!("{} new={new}", work.as_str()),
+            Step::Answers { .. } => "answers".into(),
             Step::TriggerCi { how, .. } => format!("trigger {how:?}"),
             Step::Hold { .. } => "hold".into(),
             Step::Complete { .. } => "complete".into(),
@@ -968,8 +1155,20 @@ mod tests {
         let cases: Vec<(&str, RunFacts, PrFacts, Vec<OpenThread>, &str)> = vec![
             ("merged wins", seen(A), merged, vec![], "merged"),
             ("closed", seen(A), closed, vec![], "closed"),
-            ("CI running: nothing", seen(A), pr(CiState::Running), vec![], "wait"),
-            ("a new head gets its grace", seen(B), pr(CiState::NeverRan), vec![], "wait"),
+            (
+                "CI running: nothing",
+                seen(A),
+                pr(CiState::Running),
+                vec![],
+                "wait",
+            ),
+            (
+                "a new head gets its grace",
+                seen(B),
+                pr(CiState::NeverRan),
+                vec![],
+                "wait",
+            ),
             (
                 "never ran after the grace: dispatch",
                 seen(A),
@@ -987,7 +1186,13 @@ mod tests {
                 vec![],
                 "wait",
             ),
-            ("failed: fix-ci", seen(A), pr(failed()), vec![], "fix_ci counts=true"),
+            (
+                "failed: fix-ci",
+                seen(A),
+                pr(failed()),
+                vec![],
+                "fix_ci new=true",
+            ),
             (
                 "a fix-ci worker already asked for does not count again",
                 RunFacts {
@@ -996,15 +1201,57 @@ mod tests {
                 },
                 pr(failed()),
                 vec![],
-                "fix_ci counts=false",
+                "fix_ci new=false",
             ),
-            ("the fix has not reached GitHub yet", just_fixed.clone(), pr(failed()), vec![], "wait"),
-            ("past ci_attempts: the owner", capped, pr(failed()), vec![], "hold"),
-            ("cancelled: re-run, not fix", seen(A), cancelled, vec![], "trigger Rerun { run_id: 77 }"),
-            ("green, a thread open: fix-comments", seen(A), pr(CiState::Green), vec![thread()], "fix_comments counts=false"),
-            ("answers not on GitHub yet", just_fixed, pr(CiState::Green), vec![thread()], "wait"),
-            ("green, nothing open: review", seen(A), pr(CiState::Green), vec![], "pr_review counts=false"),
-            ("reviewed green on this head: complete", reviewed.clone(), pr(CiState::Green), vec![], "complete"),
+            (
+                "the fix has not reached GitHub yet",
+                just_fixed.clone(),
+                pr(failed()),
+                vec![],
+                "wait",
+            ),
+            (
+                "past ci_attempts: the owner",
+                capped,
+                pr(failed()),
+                vec![],
+                "hold",
+            ),
+            (
+                "cancelled: re-run, not fix",
+                seen(A),
+                cancelled,
+                vec![],
+                "trigger Rerun { run_id: 77 }",
+            ),
+            (
+                "green, a thread open: fix-comments",
+                seen(A),
+                pr(CiState::Green),
+                vec![thread()],
+                "fix_comments new=true",
+            ),
+            (
+                "answers not on GitHub yet",
+                just_fixed,
+                pr(CiState::Green),
+                vec![thread()],
+                "wait",
+            ),
+            (
+                "green, nothing open: review",
+                seen(A),
+                pr(CiState::Green),
+                vec![],
+                "pr_review new=true",
+            ),
+            (
+                "reviewed green on this head: complete",
+                reviewed.clone(),
+                pr(CiState::Green),
+                vec![],
+                "complete",
+            ),
             (
                 "a review of another head does not count",
                 RunFacts {
@@ -1013,9 +1260,77 @@ mod tests {
                 },
                 pr(CiState::Green),
                 vec![],
-                "pr_review counts=false",
+                "pr_review new=true",
             ),
-            ("reviewed, but a thread opened since", reviewed, pr(CiState::Green), vec![thread()], "fix_comments counts=false"),
+            (
+                "reviewed, but a thread opened since",
+                reviewed,
+                pr(CiState::Green),
+                vec![thread()],
+                "fix_comments new=true",
+            ),
+            (
+                "its worker waits for answers: nothing else happens",
+                RunFacts {
+                    waiting: true,
+                    pr_work: Some(PrWork::PrReview),
+                    ..seen(A)
+                },
+                pr(CiState::Green),
+                vec![],
+                "answers",
+            ),
+            (
+                "comments a person asked about stand, not overwritten by a review",
+                RunFacts {
+                    pr_work: Some(PrWork::FixComments),
+                    ..seen(A)
+                },
+                pr(CiState::Green),
+                vec![],
+                "fix_comments new=false",
+            ),
+            (
+                "... even while CI runs",
+                RunFacts {
+                    pr_work: Some(PrWork::FixComments),
+                    ..seen(A)
+                },
+                pr(CiState::Running),
+                vec![],
+                "fix_comments new=false",
+            ),
+            (
+                "... but a failing CI comes first",
+                RunFacts {
+                    pr_work: Some(PrWork::FixComments),
+                    ..seen(A)
+                },
+                pr(failed()),
+                vec![],
+                "fix_ci new=true",
+            ),
+            (
+                "past max_rounds: the owner",
+                RunFacts {
+                    pr_rounds: 5,
+                    ..seen(A)
+                },
+                pr(CiState::Green),
+                vec![],
+                "hold",
+            ),
+            (
+                "work already asked for is not a new round",
+                RunFacts {
+                    pr_rounds: 5,
+                    pr_work: Some(PrWork::PrReview),
+                    ..seen(A)
+                },
+                pr(CiState::Green),
+                vec![],
+                "pr_review new=false",
+            ),
         ];
         for (what, run, pr, threads, want) in cases {
             assert_eq!(kind(&step(&run, &pr, &threads)), want, "{what}");

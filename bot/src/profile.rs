@@ -357,6 +357,8 @@ pub struct GithubSettings {
     pub merge_method: String,
     /// fix-ci workers per run before its owner is asked.
     pub ci_attempts: i64,
+    /// PR workers of every kind per run before its owner is asked.
+    pub max_rounds: i64,
     /// GitHub logins (lower-case) whose comments are not a human's: the
     /// workers' and Eagle's own accounts. Accounts of type Bot never count.
     pub bot_logins: Vec<String>,

@@ -38,20 +38,21 @@ impl Lease {
     /// time has passed, taken when free, expired, or held by a process of
     /// this host that has died (a restart after `kill -9` does not wait).
     pub async fn hold(&mut self, store: &Store) -> Result<bool> {
-        if self
-            .renewed
-            .is_some_and(|at| at.elapsed() < self.ttl / 3)
-        {
+        if self.renewed.is_some_and(|at| at.elapsed() < self.ttl / 3) {
             return Ok(true);
         }
-        let mut held = store.acquire_lease(self.name, &self.instance, self.ttl).await?;
+        let mut held = store
+            .acquire_lease(self.name, &self.instance, self.ttl)
+            .await?;
         if !held {
             if let Some(owner) = store.lease_owner(self.name).await?
                 && owner != self.instance
                 && crate::host::holder_is_dead(&owner)
             {
                 store.release_lease(self.name, &owner).await?;
-                held = store.acquire_lease(self.name, &self.instance, self.ttl).await?;
+                held = store
+                    .acquire_lease(self.name, &self.instance, self.ttl)
+                    .await?;
             }
         }
         self.renewed = held.then(Instant::now);

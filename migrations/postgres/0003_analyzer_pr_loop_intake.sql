@@ -43,6 +43,10 @@ ALTER TABLE executor_runs ADD COLUMN pr_closed_at TIMESTAMPTZ;
 -- (its push may not have reached GitHub yet).
 ALTER TABLE executor_runs ADD COLUMN pr_work_done_sha TEXT;
 ALTER TABLE executor_runs ADD COLUMN pr_work_done_at TIMESTAMPTZ;
+-- PR workers asked for so far (every kind): past github.max_rounds the run
+-- is held for its owner, so that a review that keeps asking for changes
+-- nobody makes cannot go round for ever.
+ALTER TABLE executor_runs ADD COLUMN pr_rounds BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX executor_runs_pr_work ON executor_runs (state, pr_work);
 
 -- What Eagle carries out itself once a request is approved (a merge, an
@@ -50,6 +54,10 @@ CREATE INDEX executor_runs_pr_work ON executor_runs (state, pr_work);
 ALTER TABLE worker_requests ADD COLUMN bound_sha TEXT;
 ALTER TABLE worker_requests ADD COLUMN carried_out_at TIMESTAMPTZ;
 ALTER TABLE worker_requests ADD COLUMN carried_out TEXT;
+-- Who is carrying it out now, until when: one Eagle instance at a time,
+-- also when a lease changes hands in the middle of a merge.
+ALTER TABLE worker_requests ADD COLUMN carrying_by TEXT;
+ALTER TABLE worker_requests ADD COLUMN carrying_until TIMESTAMPTZ;
 
 -- Conditional requests: the last ETag and body per URL, so an unchanged
 -- resource costs no quota, also after a restart.

@@ -91,7 +91,9 @@ impl Desk {
             self.ws
         );
         for (source, gid) in &self.projects {
-            toml.push_str(&format!("[[asana.projects]]\ngid = \"{gid}\"\nsource = \"{source}\"\n"));
+            toml.push_str(&format!(
+                "[[asana.projects]]\ngid = \"{gid}\"\nsource = \"{source}\"\n"
+            ));
         }
         toml.push_str(&format!(
             "[[asana.sections]]\ngid = \"{}\"\nsource = \"user_reports\"\n",
@@ -165,58 +167,159 @@ async fn the_seeds_filters_decide_what_is_taken() {
     let out = home.run(&["import"], "");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stdout.contains("imported from Asana: 14 new, 0 updated, 0 unchanged"), "{stdout}");
+    assert!(
+        stdout.contains("imported from Asana: 14 new, 0 updated, 0 unchanged"),
+        "{stdout}"
+    );
     // Closed after the first import: the next one sees it completed.
     let closed = d.task(ol, "Done already", |_| {});
     d.fake.complete_task(&closed, true);
     let out = home.run(&["import"], "");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stdout.contains("imported from Asana: 1 new, 0 updated, 14 unchanged"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "imported from Asana: 0 new, 0 updated, 14 unchanged, 1 done there before they reached the inbox"
+        ),
+        "{stdout}"
+    );
 
     let out = home.run(&["analyze"], "");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stdout.contains("Analysed 15 tasks:"), "{stdout}");
+    assert!(stdout.contains("Analysed 14 tasks:"), "{stdout}");
 
     let store = home_store(&home).await;
     let want: Vec<(&str, &String, TaskStatus, &str)> = vec![
-        ("a Figma link", &figma, TaskStatus::Skip, "links to a design file"),
-        ("a project template", &template, TaskStatus::Skip, "a project template"),
-        ("the wrong platform", &windows, TaskStatus::Skip, "for windows, not a macos task"),
-        ("user_feedback_raw", &raw, TaskStatus::Skip, "source user_feedback_raw is never taken"),
-        ("an unqualified source", &unqualified, TaskStatus::Skip, "not a qualifying source"),
-        ("closed", &closed, TaskStatus::Skip, "the task is closed"),
-        ("assigned to someone else", &bobs, TaskStatus::Skip, "assigned to Bob, not to the owner"),
-        ("assigned to the owner", &alexs, TaskStatus::ForReview, "kept by the filters"),
-        ("the platform from a tag", &tagged, TaskStatus::ForReview, "kept by the filters"),
-        ("O-L Backlog (Desktop Browsers)", &plain, TaskStatus::ForReview, "kept by the filters"),
-        ("hack_days", &hack, TaskStatus::ForReview, "kept by the filters"),
-        ("user_reports", &report, TaskStatus::ForReview, "kept by the filters"),
-        ("my_tasks_inbox", &inbox, TaskStatus::ForReview, "kept by the filters"),
-        ("my_tasks_backlog", &backlog, TaskStatus::ForReview, "kept by the filters"),
-        ("watched", &watched, TaskStatus::ForReview, "kept by the filters"),
+        (
+            "a Figma link",
+            &figma,
+            TaskStatus::Skip,
+            "links to a design file",
+        ),
+        (
+            "a project template",
+            &template,
+            TaskStatus::Skip,
+            "a project template",
+        ),
+        (
+            "the wrong platform",
+            &windows,
+            TaskStatus::Skip,
+            "for windows, not a macos task",
+        ),
+        (
+            "user_feedback_raw",
+            &raw,
+            TaskStatus::Skip,
+            "source user_feedback_raw is never taken",
+        ),
+        (
+            "an unqualified source",
+            &unqualified,
+            TaskStatus::Skip,
+            "not a qualifying source",
+        ),
+        (
+            "assigned to someone else",
+            &bobs,
+            TaskStatus::Skip,
+            "assigned to Bob, not to the owner",
+        ),
+        (
+            "assigned to the owner",
+            &alexs,
+            TaskStatus::ForReview,
+            "kept by the filters",
+        ),
+        (
+            "the platform from a tag",
+            &tagged,
+            TaskStatus::ForReview,
+            "kept by the filters",
+        ),
+        (
+            "O-L Backlog (Desktop Browsers)",
+            &plain,
+            TaskStatus::ForReview,
+            "kept by the filters",
+        ),
+        (
+            "hack_days",
+            &hack,
+            TaskStatus::ForReview,
+            "kept by the filters",
+        ),
+        (
+            "user_reports",
+            &report,
+            TaskStatus::ForReview,
+            "kept by the filters",
+        ),
+        (
+            "my_tasks_inbox",
+            &inbox,
+            TaskStatus::ForReview,
+            "kept by the filters",
+        ),
+        (
+            "my_tasks_backlog",
+            &backlog,
+            TaskStatus::ForReview,
+            "kept by the filters",
+        ),
+        (
+            "watched",
+            &watched,
+            TaskStatus::ForReview,
+            "kept by the filters",
+        ),
     ];
     for (what, gid, status, reason) in want {
         let (got, why) = status_of(&store, gid).await;
         assert_eq!(got, status, "{what}: {why:?}");
-        assert!(why.as_deref().unwrap_or_default().contains(reason), "{what}: {why:?}");
+        assert!(
+            why.as_deref().unwrap_or_default().contains(reason),
+            "{what}: {why:?}"
+        );
     }
+    // Closed: done there before Eagle saw it, so never in the inbox (one
+    // closed after it came in leaves it: see the intake test below).
+    let mut tx = store.begin_read().await.unwrap();
+    assert!(
+        tx.task_by_gid(&format!("asana:{closed}"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    drop(tx);
     // `!status` says which filter skipped it, and why.
     let figma_id = {
         let mut tx = store.begin_read().await.unwrap();
-        tx.task_by_gid(&format!("asana:{figma}")).await.unwrap().unwrap().id
+        tx.task_by_gid(&format!("asana:{figma}"))
+            .await
+            .unwrap()
+            .unwrap()
+            .id
     };
     let out = home.run(&["shell"], &format!("!status {figma_id}\n"));
     let (stdout, _) = text(&out);
     assert!(stdout.contains("skipped by a filter:"), "{stdout}");
-    assert!(stdout.contains("* default-filter 0.1.0: links to a design file"), "{stdout}");
-    assert!(stdout.contains(&format!("`!go {figma_id}` takes it anyway")), "{stdout}");
+    assert!(
+        stdout.contains("* default-filter 0.1.0: links to a design file"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("`!go {figma_id}` takes it anyway")),
+        "{stdout}"
+    );
     d.fake.assert_clean();
 }
 
 fn fake_analysis() -> String {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/fake-analysis.sh");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/fake-analysis.sh");
     format!("bash {} {{prompt}}", script.display())
 }
 
@@ -260,7 +363,10 @@ async fn a_hanging_or_failing_analysis_leaves_its_task_for_review_and_stops_noth
     // The others were analysed all the same.
     let ready = task(3).await;
     assert_eq!(ready.status, TaskStatus::AwaitingGo);
-    assert_eq!(ready.analysis_summary.as_deref(), Some("a one-line fix in TabBar"));
+    assert_eq!(
+        ready.analysis_summary.as_deref(),
+        Some("a one-line fix in TabBar")
+    );
     assert_eq!(ready.complexity.as_deref(), Some("low"));
     assert_eq!(ready.priority, Some(2));
     let garbled = task(4).await;
@@ -317,7 +423,11 @@ async fn skipped_tasks_are_analysed_again_after_the_filter_changes_in_one_summar
     // The owner changes the filter: Windows tasks are wanted now.
     let profile = home.profiles().join("eagle.toml");
     let text_of = std::fs::read_to_string(&profile).unwrap();
-    std::fs::write(&profile, text_of.replace("platform = \"macos\"", "platform = \"windows\"")).unwrap();
+    std::fs::write(
+        &profile,
+        text_of.replace("platform = \"macos\"", "platform = \"windows\""),
+    )
+    .unwrap();
 
     // A dry run first: a count, nothing changed.
     let out = home.run(&["analyze", "--reanalyze-skipped", "--dry-run"], "");
@@ -336,13 +446,28 @@ async fn skipped_tasks_are_analysed_again_after_the_filter_changes_in_one_summar
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(
-        stdout.contains("3 of 3 skipped task(s) would be kept by the current filters. `!reanalyze confirm`"),
+        stdout.contains(
+            "3 of 3 skipped task(s) would be kept by the current filters. `!reanalyze confirm`"
+        ),
         "{stdout}"
     );
-    assert!(stdout.contains("Put 3 of 3 skipped task(s) back for analysis"), "{stdout}");
-    assert_eq!(stdout.matches("Analysed ").count(), 1, "one summary:\n{stdout}");
-    assert!(stdout.contains("Analysed 3 skipped task(s) again:\n* 3 for a human look: #"), "{stdout}");
-    assert!(!stdout.contains("needs a human look"), "no message per task:\n{stdout}");
+    assert!(
+        stdout.contains("Put 3 of 3 skipped task(s) back for analysis"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches("Analysed ").count(),
+        1,
+        "one summary:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("Analysed 3 skipped task(s) again:\n* 3 for a human look: #"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("needs a human look"),
+        "no message per task:\n{stdout}"
+    );
     for gid in &windows {
         assert_eq!(status_of(&store, gid).await.0, TaskStatus::ForReview);
     }
@@ -391,13 +516,28 @@ async fn imports_are_idempotent_and_a_task_completed_in_asana_leaves_the_inbox()
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("0 new, 3 updated, 1 unchanged"), "{stdout}");
     let mut tx = store.begin_read().await.unwrap();
-    let renamed = tx.task_by_gid(&format!("asana:{renamed}")).await.unwrap().unwrap();
+    let renamed = tx
+        .task_by_gid(&format!("asana:{renamed}"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(renamed.title, "New title");
-    let gone = tx.task_by_gid(&format!("asana:{completed}")).await.unwrap().unwrap();
+    let gone = tx
+        .task_by_gid(&format!("asana:{completed}"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(gone.status, TaskStatus::Cancelled);
-    assert_eq!(gone.status_reason.as_deref(), Some("completed where it came from"));
+    assert_eq!(
+        gone.status_reason.as_deref(),
+        Some("completed where it came from")
+    );
     // One with a run is left to a person: its run goes on.
-    let started = tx.task_by_gid(&format!("asana:{started}")).await.unwrap().unwrap();
+    let started = tx
+        .task_by_gid(&format!("asana:{started}"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(started.status, TaskStatus::Approved);
     assert_eq!(started.task_state, "closed");
     drop(tx);
@@ -408,7 +548,11 @@ async fn imports_are_idempotent_and_a_task_completed_in_asana_leaves_the_inbox()
 async fn an_approved_asana_comment_is_posted_once_even_across_a_crash() {
     use std::process::Stdio;
     let d = desk().await;
-    let gid = d.task("O-L Backlog (Desktop Browsers)", "Tab preview stuck mode:asana", |_| {});
+    let gid = d.task(
+        "O-L Backlog (Desktop Browsers)",
+        "Tab preview stuck mode:asana",
+        |_| {},
+    );
     let mut home = d.home();
     home.set(
         "EAGLE_RUNNER__WORKER_COMMAND",
@@ -418,7 +562,10 @@ async fn an_approved_asana_comment_is_posted_once_even_across_a_crash() {
     let out = home.run(&["shell"], "!go 1\n");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
-    assert!(stdout.contains("[ESCALATED: post_asana_comment] run:1"), "{stdout}");
+    assert!(
+        stdout.contains("[ESCALATED: post_asana_comment] run:1"),
+        "{stdout}"
+    );
     let store = home_store(&home).await;
     let request = store
         .requests_of_run(1)
@@ -432,8 +579,11 @@ async fn an_approved_asana_comment_is_posted_once_even_across_a_crash() {
 
     // Approved: Asana takes the comment but its answer never comes, and
     // Eagle is killed while it waits.
-    d.fake
-        .inject(fake_apis::AsanaRoute::CreateStory, fake_apis::AsanaFault::AcceptThenHang, 1);
+    d.fake.inject(
+        fake_apis::AsanaRoute::CreateStory,
+        fake_apis::AsanaFault::AcceptThenHang,
+        1,
+    );
     let mut shell = home
         .command(&["shell"])
         .stdin(Stdio::piped())
@@ -457,7 +607,13 @@ async fn an_approved_asana_comment_is_posted_once_even_across_a_crash() {
     shell.kill().unwrap();
     shell.wait().unwrap();
     assert!(
-        store.request(request.id).await.unwrap().unwrap().carried_out_at.is_none(),
+        store
+            .request(request.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .carried_out_at
+            .is_none(),
         "killed before it could record it"
     );
 
@@ -480,7 +636,11 @@ async fn an_approved_asana_comment_is_posted_once_even_across_a_crash() {
         .filter(|s| s.text.contains(&marker))
         .collect();
     assert_eq!(marked.len(), 1, "{marked:#?}");
-    assert!(marked[0].text.contains("Fixed in PR #1: the tab preview no longer sticks"));
+    assert!(
+        marked[0]
+            .text
+            .contains("Fixed in PR #1: the tab preview no longer sticks")
+    );
     let posts = d
         .fake
         .requests()

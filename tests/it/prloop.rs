@@ -94,7 +94,11 @@ async fn wait_run_post(realm: &Realm, sender: u64, needle: &str) -> String {
         .into_iter()
         .map(|m| m.content)
         .collect();
-    assert!(ok, "no post with {needle:?} in run 1:\n{}", topic.join("\n"));
+    assert!(
+        ok,
+        "no post with {needle:?} in run 1:\n{}",
+        topic.join("\n")
+    );
     topic.into_iter().find(|c| c.contains(needle)).unwrap()
 }
 
@@ -114,12 +118,24 @@ async fn a_run_is_carried_from_failed_ci_to_complete_and_back_by_a_human_comment
         "tabs",
         &format!("!queue Fix the tab preview mode:pr pr:{number}"),
     );
-    realm.wait_replies("general", "tabs", |r| !r.is_empty()).await;
+    realm
+        .wait_replies("general", "tabs", |r| !r.is_empty())
+        .await;
     realm.fake.post(realm.alex, "general", "tabs", "!go 1");
 
     // The investigation opens the PR; the loop finds CI failed: a fix-ci worker.
-    wait_run_post(&realm, realm.executor, &format!("[STATUS: pr] run:1 PR #{number} waits")).await;
-    wait_run_post(&realm, realm.executor, "[STATUS: fix_ci] run:1 CI failed on 1111111: macOS UI Tests").await;
+    wait_run_post(
+        &realm,
+        realm.executor,
+        &format!("[STATUS: pr] run:1 PR #{number} waits"),
+    )
+    .await;
+    wait_run_post(
+        &realm,
+        realm.executor,
+        "[STATUS: fix_ci] run:1 CI failed on 1111111: macOS UI Tests",
+    )
+    .await;
     wait_run_post(&realm, realm.executor, "[DONE: ci_fixed] run:1").await;
     // The draft got the required label.
     assert_eq!(hub.fake.pr(REPO, number).labels, vec!["eagle".to_string()]);
@@ -137,19 +153,34 @@ async fn a_run_is_carried_from_failed_ci_to_complete_and_back_by_a_human_comment
     );
     hub.check(SHA2, "completed", Some("success"));
     hub.fake.push(REPO, number, SHA2);
-    wait_run_post(&realm, realm.executor, "[STATUS: fix_comments] run:1 1 unresolved review thread(s): TabBar.swift:12").await;
+    wait_run_post(
+        &realm,
+        realm.executor,
+        "[STATUS: fix_comments] run:1 1 unresolved review thread(s): TabBar.swift:12",
+    )
+    .await;
     wait_run_post(&realm, realm.executor, "[DONE: comments_addressed] run:1").await;
     // What the worker's `gh` would do: answer in the thread.
-    hub.fake
-        .reply_to_thread(REPO, &thread, Some("executor-bot"), "[ACKNOWLEDGED: fixed] renamed");
+    hub.fake.reply_to_thread(
+        REPO,
+        &thread,
+        Some("executor-bot"),
+        "[ACKNOWLEDGED: fixed] renamed",
+    );
 
     // Nothing unresolved and CI green: a review, then complete.
     wait_run_post(&realm, realm.executor, "[STATUS: pr_review] run:1").await;
     wait_run_post(&realm, realm.executor, "[DONE: review_green] run:1").await;
     let done = wait_run_post(&realm, realm.eagle, "run 1 is complete").await;
-    assert!(done.contains(&format!("@**Alex|{}**", realm.alex)), "{done}");
+    assert!(
+        done.contains(&format!("@**Alex|{}**", realm.alex)),
+        "{done}"
+    );
     assert!(done.contains(&format!("/{REPO}/pull/{number}")), "{done}");
-    let ok = wait_for(&store, || async { run_of(&store, 1).await.state == RunState::Complete }).await;
+    let ok = wait_for(&store, || async {
+        run_of(&store, 1).await.state == RunState::Complete
+    })
+    .await;
     assert!(ok, "{:?}", run_of(&store, 1).await);
     let run = run_of(&store, 1).await;
     assert_eq!(run.review_green_sha.as_deref(), Some(SHA2));
@@ -158,7 +189,12 @@ async fn a_run_is_carried_from_failed_ci_to_complete_and_back_by_a_human_comment
     // A human comments on the complete draft: back to pr, a worker answers.
     hub.fake
         .add_issue_comment(REPO, number, Some("alex"), "One more thing: the tooltip");
-    wait_run_post(&realm, realm.executor, "alex commented on its draft PR: back to pr").await;
+    wait_run_post(
+        &realm,
+        realm.executor,
+        "alex commented on its draft PR: back to pr",
+    )
+    .await;
     let trail = store.audit_trail("run:1").await.unwrap();
     assert!(
         trail
@@ -204,7 +240,9 @@ async fn a_merge_binds_to_the_head_a_push_expires_it_and_eagle_merges_what_was_a
         "tabs",
         &format!("!queue Ship it mode:prmerge pr:{number}"),
     );
-    realm.wait_replies("general", "tabs", |r| !r.is_empty()).await;
+    realm
+        .wait_replies("general", "tabs", |r| !r.is_empty())
+        .await;
     realm.fake.post(realm.alex, "general", "tabs", "!go 1");
 
     // The reviewer asks to merge: bound to SHA1, escalated to the owner.
@@ -221,14 +259,16 @@ async fn a_merge_binds_to_the_head_a_push_expires_it_and_eagle_merges_what_was_a
     // A push before anyone answers: the request expires, the worker asks again.
     hub.fake.push(REPO, number, SHA2);
     hub.check(SHA2, "completed", Some("success"));
-    wait_run_post(&realm, realm.eagle, &format!("[EXPIRED: merge_pr] run:1 req:{}", first.id)).await;
+    wait_run_post(
+        &realm,
+        realm.eagle,
+        &format!("[EXPIRED: merge_pr] run:1 req:{}", first.id),
+    )
+    .await;
     let ok = wait_for(&store, || async {
-        store
-            .requests_of_run(1)
-            .await
-            .unwrap()
-            .iter()
-            .any(|r| r.action == "merge_pr" && r.bound_sha.as_deref() == Some(SHA2) && r.status.is_open())
+        store.requests_of_run(1).await.unwrap().iter().any(|r| {
+            r.action == "merge_pr" && r.bound_sha.as_deref() == Some(SHA2) && r.status.is_open()
+        })
     })
     .await;
     assert!(ok, "{:#?}", store.requests_of_run(1).await.unwrap());
@@ -240,18 +280,34 @@ async fn a_merge_binds_to_the_head_a_push_expires_it_and_eagle_merges_what_was_a
         .find(|r| r.action == "merge_pr" && r.bound_sha.as_deref() == Some(SHA2))
         .unwrap();
     // An approval of the expired one is refused: it is of another commit.
-    realm
-        .fake
-        .post(realm.alex, "executor", "run 1", &format!("!approve 1 {}", first.id));
-    realm.fake.post(realm.alex, "executor", "run 1", &format!("!approve 1 {}", second.id));
-    let merged = wait_run_post(&realm, realm.eagle, &format!("Eagle merged PR #{number} at 2222222")).await;
+    realm.fake.post(
+        realm.alex,
+        "executor",
+        "run 1",
+        &format!("!approve 1 {}", first.id),
+    );
+    realm.fake.post(
+        realm.alex,
+        "executor",
+        "run 1",
+        &format!("!approve 1 {}", second.id),
+    );
+    let merged = wait_run_post(
+        &realm,
+        realm.eagle,
+        &format!("Eagle merged PR #{number} at 2222222"),
+    )
+    .await;
     assert!(merged.contains(&format!("req:{}", second.id)), "{merged}");
     let pr = hub.fake.pr(REPO, number);
     assert!(pr.merged);
     assert_eq!(pr.merged_head_sha.as_deref(), Some(SHA2));
     assert_eq!(pr.merge_method.as_deref(), Some("squash"));
     // Merged: the run is complete, and nothing was merged twice.
-    let ok = wait_for(&store, || async { run_of(&store, 1).await.state == RunState::Complete }).await;
+    let ok = wait_for(&store, || async {
+        run_of(&store, 1).await.state == RunState::Complete
+    })
+    .await;
     assert!(ok, "{:?}", run_of(&store, 1).await);
     let merges = hub
         .fake
@@ -261,7 +317,10 @@ async fn a_merge_binds_to_the_head_a_push_expires_it_and_eagle_merges_what_was_a
         .count();
     assert_eq!(merges, 1);
     let requests = store.requests_of_run(1).await.unwrap();
-    let carried: Vec<_> = requests.iter().filter(|r| r.carried_out_at.is_some()).collect();
+    let carried: Vec<_> = requests
+        .iter()
+        .filter(|r| r.carried_out_at.is_some())
+        .collect();
     assert_eq!(carried.len(), 1, "{requests:#?}");
     for running in [eagle, executor] {
         let (code, log) = running.stop();
@@ -304,7 +363,9 @@ fn runs_waiting_for_ci_do_not_keep_a_third_from_starting() {
             let (a, b) = (run_of(&store, 1).await, run_of(&store, 2).await);
             [a, b].iter().all(|r| {
                 r.state == RunState::Pr
-                    && r.pr_status.as_deref().is_some_and(|s| s.starts_with("waiting for CI"))
+                    && r.pr_status
+                        .as_deref()
+                        .is_some_and(|s| s.starts_with("waiting for CI"))
             })
         })
         .await;

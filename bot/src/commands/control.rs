@@ -463,8 +463,13 @@ async fn reanalyze(
             "This profile does not analyse tasks: ask Eagle (the orchestrator).".to_string(),
         ));
     }
-    tx.request_analyzer_job(confirm, actor, &message.identity, &message.reply_destination())
-        .await?;
+    tx.request_analyzer_job(
+        confirm,
+        actor,
+        &message.identity,
+        &message.reply_destination(),
+    )
+    .await?;
     Ok(CommandReply::ok(if confirm {
         "The analyzer puts back the skipped tasks the current filters would keep and analyses them \
          again; one summary follows here when it is through."

@@ -329,7 +329,10 @@ pub(super) async fn run_status(
             .0
             .map(|w| format!(" (next: a {} worker)", w.as_str()))
             .unwrap_or_default();
-        out.push_str(&format!("PR loop: {}{work}\n", echo(&one_line(status, 300))));
+        out.push_str(&format!(
+            "PR loop: {}{work}\n",
+            echo(&one_line(status, 300))
+        ));
     } else if run.state == crate::store::RunState::Pr {
         out.push_str("PR loop: not looked at yet\n");
     }

@@ -110,6 +110,14 @@ pub(super) fn github(
             ),
         ));
     }
+    let max_rounds = raw.max_rounds.unwrap_or(12);
+    if !(1..=200).contains(&max_rounds) {
+        return Err(origins.error(
+            "github.max_rounds",
+            None,
+            format!("{max_rounds} is outside 1..=200"),
+        ));
+    }
     let ci_attempts = raw.ci_attempts.unwrap_or(3);
     if !(1..=50).contains(&ci_attempts) {
         return Err(origins.error(
@@ -139,6 +147,7 @@ pub(super) fn github(
         )?,
         merge_method,
         ci_attempts,
+        max_rounds,
         bot_logins: names(origins, "github.bot_logins", raw.bot_logins)?
             .into_iter()
             .map(|l| l.to_lowercase())

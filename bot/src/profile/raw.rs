@@ -97,6 +97,7 @@ const ENV_KEYS: &[&str] = &[
     "github.poll_interval",
     "github.merge_method",
     "github.ci_attempts",
+    "github.max_rounds",
     "github.bot_logins",
     "asana.api_url",
     "asana.token_env",
@@ -174,6 +175,7 @@ pub struct RawGithub {
     pub poll_interval: Option<String>,
     pub merge_method: Option<String>,
     pub ci_attempts: Option<i64>,
+    pub max_rounds: Option<i64>,
     pub bot_logins: Option<Vec<String>>,
 }
 

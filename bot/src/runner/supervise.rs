@@ -1027,7 +1027,7 @@ impl Worker {
         match done {
             // A worker on a PR (fix-ci, fix-comments, pr-review) finished
             // its part: the PR loop looks at the PR again.
-            Some(action) if in_pr => {
+            Some(action) if in_pr && action != "abandoned" => {
                 let outcome = match action {
                     "review_green" => PrOutcome::ReviewGreen,
                     "changes_requested" => PrOutcome::ChangesRequested,

@@ -290,7 +290,12 @@ impl Tx {
         .op("asking the analyzer")?;
         self.audit(&super::NewAuditEntry {
             actor: requested_by.to_string(),
-            action: if reanalyze { "analyzer.reanalyze" } else { "analyzer.count" }.into(),
+            action: if reanalyze {
+                "analyzer.reanalyze"
+            } else {
+                "analyzer.count"
+            }
+            .into(),
             subject: format!("analyzer_job:{id}"),
             ..super::NewAuditEntry::default()
         })
@@ -299,19 +304,22 @@ impl Tx {
         Ok(id)
     }
 
-    /// Records the tasks a job put back.
-    pub async fn set_job_reopened(&mut self, id: i64, reopened: &[i64]) -> Result<()> {
+    /// Records the tasks a job put back; false if another analyzer took
+    /// the job up first (the caller rolls back).
+    pub async fn set_job_reopened(&mut self, id: i64, reopened: &[i64]) -> Result<bool> {
         let json = serde_json::to_string(reopened).unwrap_or_else(|_| "[]".into());
-        on_tx!(self, conn => {
-            sqlx::query("UPDATE analyzer_jobs SET reopened = $2 WHERE id = $1")
-                .bind(id)
-                .bind(json)
-                .execute(conn)
-                .await
-                .map(|done| done.rows_affected())
+        let changed = on_tx!(self, conn => {
+            sqlx::query(
+                "UPDATE analyzer_jobs SET reopened = $2 WHERE id = $1 AND reopened IS NULL AND done_at IS NULL",
+            )
+            .bind(id)
+            .bind(json)
+            .execute(conn)
+            .await
+            .map(|done| done.rows_affected())
         })
         .op("recording a job's tasks")?;
-        Ok(())
+        Ok(changed == 1)
     }
 
     /// Ends a job; false if another analyzer ended it first.
@@ -344,24 +352,28 @@ impl Store {
         .op("listing the analyzer's jobs")?;
         Ok(rows
             .into_iter()
-            .map(|(id, kind, requested_by, reply_identity, channel, topic, users, reopened)| {
-                let reply_to = match (channel, topic) {
-                    (Some(channel), Some(topic)) => super::Destination::Channel { channel, topic },
-                    _ => super::Destination::Direct {
-                        user_ids: users
-                            .and_then(|u| serde_json::from_str(&u).ok())
-                            .unwrap_or_default(),
-                    },
-                };
-                AnalyzerJob {
-                    id,
-                    reanalyze: kind == "reanalyze",
-                    requested_by,
-                    reply_identity,
-                    reply_to,
-                    reopened: reopened.and_then(|r| serde_json::from_str(&r).ok()),
-                }
-            })
+            .map(
+                |(id, kind, requested_by, reply_identity, channel, topic, users, reopened)| {
+                    let reply_to = match (channel, topic) {
+                        (Some(channel), Some(topic)) => {
+                            super::Destination::Channel { channel, topic }
+                        }
+                        _ => super::Destination::Direct {
+                            user_ids: users
+                                .and_then(|u| serde_json::from_str(&u).ok())
+                                .unwrap_or_default(),
+                        },
+                    };
+                    AnalyzerJob {
+                        id,
+                        reanalyze: kind == "reanalyze",
+                        requested_by,
+                        reply_identity,
+                        reply_to,
+                        reopened: reopened.and_then(|r| serde_json::from_str(&r).ok()),
+                    }
+                },
+            )
             .collect())
     }
 

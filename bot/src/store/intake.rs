@@ -36,6 +36,8 @@ pub enum Upserted {
     Updated(i64),
     /// Known and unchanged.
     Unchanged(i64),
+    /// Never seen and already completed there: nothing to do.
+    Ignored,
 }
 
 type Row = (
@@ -89,12 +91,18 @@ impl Tx {
             status,
         )) = existing
         else {
-            let id: i64 = on_tx!(self, conn => {
+            // A task first seen already done (a re-import lists what was
+            // completed since) is not work for anyone.
+            if task.closed {
+                return Ok(Upserted::Ignored);
+            }
+            let id: Option<i64> = on_tx!(self, conn => {
                 sqlx::query_scalar(
                     "INSERT INTO executor_queue (task_gid, added_at, updated_at, source, title, description, \
                      notes, links, tags, platform, assignee, task_state, external_url, external_modified_at, \
                      origin_transport) \
-                     VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
+                     VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+                     ON CONFLICT (task_gid) DO NOTHING RETURNING id",
                 )
                 .bind(&task.task_gid)
                 .bind(now)
@@ -110,10 +118,14 @@ impl Tx {
                 .bind(&task.external_url)
                 .bind(task.modified_at)
                 .bind(task.task_gid.split(':').next().unwrap_or("import"))
-                .fetch_one(conn)
+                .fetch_optional(conn)
                 .await
             })
             .op("importing a task")?;
+            // Another importer inserted it meanwhile: it is known.
+            let Some(id) = id else {
+                return Ok(Upserted::Unchanged(0));
+            };
             self.audit(&super::NewAuditEntry {
                 actor: actor.to_string(),
                 action: "task.imported".into(),
@@ -196,13 +208,22 @@ impl super::Store {
                 .await
         })
         .op("reading when tasks were last imported")?;
-        Ok(value.and_then(|v| DateTime::parse_from_rfc3339(&v).ok().map(|t| t.with_timezone(&Utc))))
+        Ok(value.and_then(|v| {
+            DateTime::parse_from_rfc3339(&v)
+                .ok()
+                .map(|t| t.with_timezone(&Utc))
+        }))
     }
 }
 
 impl Tx {
     /// Records that the import `name` went through a pass started at `at`.
-    pub async fn set_imported_at(&mut self, name: &str, at: DateTime<Utc>, actor: &str) -> Result<()> {
+    pub async fn set_imported_at(
+        &mut self,
+        name: &str,
+        at: DateTime<Utc>,
+        actor: &str,
+    ) -> Result<()> {
         let key = format!("import:{name}");
         let now = super::now();
         on_tx!(self, conn => {

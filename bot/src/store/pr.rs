@@ -97,6 +97,11 @@ pub struct PrPoll<'a> {
     pub work: Option<PrWork>,
     /// A fix-ci worker is asked for (counts against `ci_attempts`).
     pub counts_ci_attempt: bool,
+    /// A PR worker is asked for anew (counts against `max_rounds`).
+    pub counts_round: bool,
+    /// The run's `updated_at` as the loop read it: the poll is recorded
+    /// only if nothing changed the run since (a worker's end, a human).
+    pub read_at: DateTime<Utc>,
     /// CI was re-triggered for this head.
     pub ci_triggered_sha: Option<&'a str>,
     /// Comments up to here have been considered.
@@ -122,7 +127,8 @@ impl Store {
             "SELECT ",
             RUN_COLUMNS,
             " FROM executor_runs WHERE state IN ('pr', 'complete') AND pr_closed_at IS NULL \
-             AND lease_owner IS NULL ORDER BY id LIMIT $1",
+             AND lease_owner IS NULL AND (state = 'pr' OR pr_number IS NOT NULL) \
+             ORDER BY pr_checked_at NULLS FIRST, id LIMIT $1",
         ]);
         on_pool!(self, pool => sqlx::query_as(query).bind(limit).fetch_all(pool).await)
             .op("listing the runs whose PR is watched")
@@ -232,7 +238,10 @@ impl Tx {
         let Some(before) = self.run_for_update(poll.run).await? else {
             return Ok(None);
         };
-        if before.state != poll.state || before.lease_owner.is_some() {
+        if before.state != poll.state
+            || before.lease_owner.is_some()
+            || before.updated_at != poll.read_at
+        {
             return Ok(None);
         }
         let now = super::now();
@@ -243,7 +252,7 @@ impl Tx {
                  head_seen_at = CASE WHEN $3 THEN $4 ELSE head_seen_at END, \
                  pr_url = COALESCE($5, pr_url), pr_status = $6, pr_checked_at = $4, \
                  pr_poll = COALESCE($7, pr_poll), pr_work = $8, \
-                 ci_attempts = ci_attempts + $9, \
+                 ci_attempts = ci_attempts + $9, pr_rounds = pr_rounds + $13, \
                  ci_triggered_sha = COALESCE($10, ci_triggered_sha), \
                  pr_comments_seen_at = COALESCE($11, pr_comments_seen_at), updated_at = $4 \
                  WHERE id = $1 AND state = $12 AND lease_owner IS NULL",
@@ -260,6 +269,7 @@ impl Tx {
             .bind(poll.ci_triggered_sha)
             .bind(poll.comments_seen_at)
             .bind(poll.state.as_str())
+            .bind(i64::from(poll.counts_round))
             .execute(conn)
             .await
             .map(|done| done.rows_affected())
@@ -322,13 +332,25 @@ impl Tx {
         Ok(expired)
     }
 
-    /// Records the PR a worker reported for its run.
+    /// Records the PR a worker reported for its run. Another PR than the
+    /// one known (a retried run opened a new one) starts its PR loop afresh.
     pub async fn record_pr_link(&mut self, run_id: i64, link: &PrLink) -> Result<()> {
         let now = super::now();
         on_tx!(self, conn => {
             sqlx::query(
-                "UPDATE executor_runs SET pr_number = $2, pr_url = COALESCE($3, pr_url), \
-                 pr_repo = COALESCE($4, pr_repo), pr_closed_at = NULL, updated_at = $5 WHERE id = $1",
+                "UPDATE executor_runs SET \
+                 ci_attempts = CASE WHEN pr_number IS DISTINCT FROM $2 THEN 0 ELSE ci_attempts END, \
+                 pr_rounds = CASE WHEN pr_number IS DISTINCT FROM $2 THEN 0 ELSE pr_rounds END, \
+                 pr_poll = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_poll END, \
+                 head_sha = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE head_sha END, \
+                 ci_triggered_sha = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE ci_triggered_sha END, \
+                 review_green_sha = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE review_green_sha END, \
+                 pr_comments_seen_at = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_comments_seen_at END, \
+                 pr_work_done_sha = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_work_done_sha END, \
+                 pr_work = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_work END, \
+                 pr_url = CASE WHEN pr_number IS DISTINCT FROM $2 THEN $3 ELSE COALESCE($3, pr_url) END, \
+                 pr_number = $2, \
+                 pr_repo = $4, pr_closed_at = NULL, updated_at = $5 WHERE id = $1",
             )
             .bind(run_id)
             .bind(link.number)

@@ -624,6 +624,56 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Takes an approved request to carry out, for `ttl`: false if another
+    /// instance is carrying it out (a holder that was a process of this host
+    /// and has died is taken over at once), or it is done.
+    pub async fn claim_carry_out(
+        &self,
+        id: i64,
+        owner: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool> {
+        let now = super::now();
+        let until = now + super::runs::delta(ttl);
+        let claim = |holder: Option<String>| async move {
+            on_pool!(self, pool => {
+                sqlx::query(
+                    "UPDATE worker_requests SET carrying_by = $2, carrying_until = $3 \
+                     WHERE id = $1 AND carried_out_at IS NULL AND (carrying_by IS NULL \
+                     OR carrying_by = $2 OR carrying_until < $4 OR carrying_by = $5)",
+                )
+                .bind(id)
+                .bind(owner)
+                .bind(until)
+                .bind(now)
+                .bind(&holder)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+            })
+            .op("taking a request to carry out")
+        };
+        if claim(None).await? == 1 {
+            return Ok(true);
+        }
+        let holder: Option<String> = on_pool!(self, pool => {
+            sqlx::query_scalar("SELECT carrying_by FROM worker_requests WHERE id = $1 AND carried_out_at IS NULL")
+                .bind(id)
+                .fetch_optional(pool)
+                .await
+        })
+        .op("reading who carries a request out")?
+        .flatten();
+        match holder {
+            Some(holder) if crate::host::holder_is_dead(&holder) => {
+                Ok(claim(Some(holder)).await? == 1)
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
 impl Tx {
     /// Records that Eagle carried out an approved request (or why it could
     /// not), once: false if it was recorded already. Audited.

@@ -458,6 +458,7 @@ impl Tx {
                  waiting_on = CASE WHEN $2 THEN waiting_on ELSE NULL END, \
                  failures = CASE WHEN $4 THEN 0 ELSE failures END, \
                  ci_attempts = CASE WHEN $4 THEN 0 ELSE ci_attempts END, \
+                 pr_rounds = CASE WHEN $4 THEN 0 ELSE pr_rounds END, \
                  cost_cap_usd = CASE WHEN $4 AND cost_cap_usd IS NOT NULL AND cost_usd >= cost_cap_usd \
                      THEN cost_usd + cost_cap_usd ELSE cost_cap_usd END, \
                  state_reason = $5 WHERE id = $1",
@@ -714,9 +715,13 @@ impl Tx {
                 run.waiting_on.clone(),
                 "waiting for decisions".into(),
             ),
-            RunEnd::Moved { reason, .. } | RunEnd::PrWorkDone { reason, .. } => {
-                (run.failures, false, None, reason.clone())
-            }
+            // A human's hold stands: the next step waits for `!unhold`.
+            RunEnd::Moved { reason, .. } | RunEnd::PrWorkDone { reason, .. } => (
+                run.failures,
+                run.held,
+                run.held.then(|| run.waiting_on.clone()).flatten(),
+                reason.clone(),
+            ),
         };
         on_tx!(self, conn => {
             sqlx::query(

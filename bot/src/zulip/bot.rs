@@ -98,14 +98,7 @@ pub async fn run(
     };
     // Replies a previous run left undelivered go out now.
     wake.notify_one();
-    let mut listener = Listener::new(
-        &client,
-        store,
-        profile,
-        me,
-        Arc::clone(&wake),
-        express,
-    );
+    let mut listener = Listener::new(&client, store, profile, me, Arc::clone(&wake), express);
     let listened = listener.run(&listen_stop).await;
     sender_stop.cancel();
     let sent = sender_task.await;
