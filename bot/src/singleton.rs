@@ -44,16 +44,15 @@ impl Lease {
         let mut held = store
             .acquire_lease(self.name, &self.instance, self.ttl)
             .await?;
-        if !held {
-            if let Some(owner) = store.lease_owner(self.name).await?
-                && owner != self.instance
-                && crate::host::holder_is_dead(&owner)
-            {
-                store.release_lease(self.name, &owner).await?;
-                held = store
-                    .acquire_lease(self.name, &self.instance, self.ttl)
-                    .await?;
-            }
+        if !held
+            && let Some(owner) = store.lease_owner(self.name).await?
+            && owner != self.instance
+            && crate::host::holder_is_dead(&owner)
+        {
+            store.release_lease(self.name, &owner).await?;
+            held = store
+                .acquire_lease(self.name, &self.instance, self.ttl)
+                .await?;
         }
         self.renewed = held.then(Instant::now);
         Ok(held)

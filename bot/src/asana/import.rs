@@ -277,7 +277,7 @@ impl Asana {
                 .query("limit", PAGE_SIZE.to_string())
                 .query("opt_fields", TASK_FIELDS);
             for (name, value) in filters {
-                call = call.query(*name, value.clone());
+                call = call.query(name, value.clone());
             }
             if let Some(after) = after {
                 call = call.query("created_at.after", iso(after - Span::milliseconds(1)));

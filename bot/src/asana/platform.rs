@@ -78,21 +78,52 @@ mod tests {
         };
         let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
         #[rustfmt::skip]
-        let cases: Vec<(&PlatformRule, Vec<CustomFieldValue>, Vec<String>, Option<&str>)> = vec![
+        type Case<'a> = (&'a PlatformRule, Vec<CustomFieldValue>, Vec<String>, Option<&'a str>);
+        let cases: Vec<Case> = vec![
             // The field wins, lower-cased and trimmed.
-            (&rule, vec![field("Platform", Some(" macOS "))], s(&["windows"]), Some("macos")),
+            (
+                &rule,
+                vec![field("Platform", Some(" macOS "))],
+                s(&["windows"]),
+                Some("macos"),
+            ),
             // Field names match without regard to case.
-            (&rule, vec![field("platform", Some("Windows"))], vec![], Some("windows")),
+            (
+                &rule,
+                vec![field("platform", Some("Windows"))],
+                vec![],
+                Some("windows"),
+            ),
             // An unset or blank field falls back to the tags.
-            (&rule, vec![field("Platform", None)], s(&["bug", "MACOS"]), Some("macos")),
-            (&rule, vec![field("Platform", Some("  "))], s(&["windows"]), Some("windows")),
+            (
+                &rule,
+                vec![field("Platform", None)],
+                s(&["bug", "MACOS"]),
+                Some("macos"),
+            ),
+            (
+                &rule,
+                vec![field("Platform", Some("  "))],
+                s(&["windows"]),
+                Some("windows"),
+            ),
             // Another field does not count.
             (&rule, vec![field("Team", Some("iOS"))], s(&["bug"]), None),
             // The configured order decides between two platform tags.
             (&rule, vec![], s(&["Windows", "macOS"]), Some("macos")),
             // Without a configured field, a field named Platform is ignored.
-            (&no_field, vec![field("Platform", Some("Linux"))], s(&["windows"]), Some("windows")),
-            (&nothing, vec![field("Platform", Some("Linux"))], s(&["macOS"]), None),
+            (
+                &no_field,
+                vec![field("Platform", Some("Linux"))],
+                s(&["windows"]),
+                Some("windows"),
+            ),
+            (
+                &nothing,
+                vec![field("Platform", Some("Linux"))],
+                s(&["macOS"]),
+                None,
+            ),
             // Unicode case folding.
             (&umlaut, vec![], s(&["über"]), Some("über")),
         ];

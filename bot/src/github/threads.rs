@@ -131,7 +131,8 @@ mod tests {
 
     #[test]
     fn which_threads_are_open() {
-        let cases: &[(&str, bool, Option<(Option<&str>, &str)>, bool)] = &[
+        type Case<'a> = (&'a str, bool, Option<(Option<&'a str>, &'a str)>, bool);
+        let cases: &[Case] = &[
             ("a question", false, Some((Some("alex"), "why?")), true),
             ("resolved", true, Some((Some("alex"), "why?")), false),
             (
