@@ -42,6 +42,17 @@ const SUMMARY_IDS: usize = 20;
 /// The actor in the audit log.
 const ACTOR: &str = "analyzer";
 
+/// What the filters said of a task.
+#[derive(Debug, Clone)]
+enum Verdict {
+    Keep,
+    /// Skipped, with every filter's reason.
+    Skip(Vec<SkipReason>),
+}
+
+/// Conclusions that need no command, written per transaction.
+const QUICK_CHUNK: usize = 100;
+
 /// How a conclusion reaches people.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Told {
@@ -255,23 +266,52 @@ impl Analyzer {
                 break;
             }
             let mut progressed = false;
-            for task in tasks {
-                if shutdown.is_cancelled() {
-                    break;
-                }
-                let Some((status, told)) = self.analyze_renewing(&task, shutdown).await? else {
-                    continue;
-                };
+            let mut note = |id: i64, status: TaskStatus, told: Told| {
                 progressed = true;
                 let mut one = PassSummary::default();
                 match status {
-                    TaskStatus::AwaitingGo => one.awaiting_go.push(task.id),
-                    TaskStatus::Skip => one.skipped.push(task.id),
-                    _ => one.for_review.push(task.id),
+                    TaskStatus::AwaitingGo => one.awaiting_go.push(id),
+                    TaskStatus::Skip => one.skipped.push(id),
+                    _ => one.for_review.push(id),
                 }
                 total.add(&one);
                 if told == Told::Summarise {
                     summarised.add(&one);
+                }
+            };
+            // The filters first, outside any transaction; what needs no
+            // analysis command (a skip, or a keep without one) is concluded
+            // in one transaction per chunk.
+            let mut quick = Vec::new();
+            let mut slow = Vec::new();
+            for task in tasks {
+                if shutdown.is_cancelled() {
+                    break;
+                }
+                match self.judge(&task).await {
+                    Verdict::Keep if self.command.is_some() => slow.push(task),
+                    verdict => quick.push((task, verdict)),
+                }
+            }
+            for chunk in quick.chunks(QUICK_CHUNK) {
+                let mut tx = self.store.begin_write().await?;
+                let mut concluded = Vec::with_capacity(chunk.len());
+                for (task, verdict) in chunk {
+                    if let Some((status, told)) = self.conclude(&mut tx, task, verdict).await? {
+                        concluded.push((task.id, status, told));
+                    }
+                }
+                tx.commit().await?;
+                for (id, status, told) in concluded {
+                    note(id, status, told);
+                }
+            }
+            for task in slow {
+                if shutdown.is_cancelled() {
+                    break;
+                }
+                if let Some((status, told)) = self.analyze_renewing(&task, shutdown).await? {
+                    note(task.id, status, told);
                 }
             }
             if shutdown.is_cancelled() || !progressed {
@@ -401,54 +441,82 @@ impl Analyzer {
         }
     }
 
-    /// Filters, then (for a kept task) the analysis command. Returns the
-    /// status concluded and how it is told.
-    async fn analyze(&self, task: &Task) -> crate::store::Result<Option<(TaskStatus, Told)>> {
+    /// What the filter plugins say of a task.
+    async fn judge(&self, task: &Task) -> Verdict {
         let decision = self
             .policy
             .filter(&crate::decisions::policy_task(task))
             .await;
-        if !decision.keep {
-            let reasons: Vec<SkipReason> = decision
+        if decision.keep {
+            return Verdict::Keep;
+        }
+        Verdict::Skip(
+            decision
                 .reasons
                 .iter()
                 .map(|(plugin, reason)| SkipReason {
                     plugin: format!("{} {}", plugin.name, plugin.version),
                     reason: reason.clone(),
                 })
-                .collect();
-            let mut tx = self.store.begin_write().await?;
-            if !tx.record_filter_skip(task.id, &reasons, ACTOR).await? {
-                return Ok(None);
+                .collect(),
+        )
+    }
+
+    /// Records what needs no analysis command, inside `tx`: a filter's skip,
+    /// or a keep when there is no command. `None` if the task is no longer
+    /// pending.
+    async fn conclude(
+        &self,
+        tx: &mut crate::store::Tx,
+        task: &Task,
+        verdict: &Verdict,
+    ) -> crate::store::Result<Option<(TaskStatus, Told)>> {
+        match verdict {
+            Verdict::Skip(reasons) => {
+                if !tx.record_filter_skip(task.id, reasons, ACTOR).await? {
+                    return Ok(None);
+                }
+                let told = self.tell(tx, task, &skip_text(task, reasons)).await?;
+                Ok(Some((TaskStatus::Skip, told)))
             }
-            let told = self.tell(&mut tx, task, &skip_text(task, &reasons)).await?;
-            tx.commit().await?;
-            return Ok(Some((TaskStatus::Skip, told)));
+            Verdict::Keep => {
+                let analysis = Analysis {
+                    status: Some(TaskStatus::ForReview),
+                    reason: "kept by the filters (no analysis command is configured)".into(),
+                    ..Analysis::default()
+                };
+                if !tx.record_analysis(task.id, &analysis, ACTOR).await? {
+                    return Ok(None);
+                }
+                // The task simply waits for an approver's `!go`, which its
+                // requester knows from the queue reply: a message would only
+                // repeat it (tasks from elsewhere and re-analysed ones are
+                // summarised).
+                let told = if !task.quiet_analysis && origin_destination(task).is_some() {
+                    Told::Directly
+                } else {
+                    self.tell(tx, task, &analysis_text(task, &analysis)).await?
+                };
+                Ok(Some((TaskStatus::ForReview, told)))
+            }
         }
-        let analysis = match &self.command {
-            None => Analysis {
-                status: Some(TaskStatus::ForReview),
-                reason: "kept by the filters (no analysis command is configured)".into(),
-                ..Analysis::default()
-            },
-            Some(command) => self.run_command(command, task).await,
+    }
+
+    /// A task the filters kept, through the analysis command. Returns the
+    /// status concluded and how it is told.
+    async fn analyze(&self, task: &Task) -> crate::store::Result<Option<(TaskStatus, Told)>> {
+        let Some(command) = &self.command else {
+            return Ok(None);
         };
+        let analysis = self.run_command(command, task).await;
         let status = analysis.status.unwrap_or(TaskStatus::ForReview);
         let mut tx = self.store.begin_write().await?;
         if !tx.record_analysis(task.id, &analysis, ACTOR).await? {
             return Ok(None);
         }
-        // Kept by the filters with no analysis to report: the task simply
-        // waits for an approver's `!go`, which its requester already knows
-        // from the queue reply; a message would only repeat it.
-        let told =
-            if self.command.is_none() && !task.quiet_analysis && origin_destination(task).is_some()
-            {
-                Told::Directly
-            } else {
-                self.tell(&mut tx, task, &analysis_text(task, &analysis))
-                    .await?
-            };
+        let told = self
+            .tell(&mut tx, task, &analysis_text(task, &analysis))
+            .await?;
         tx.commit().await?;
         Ok(Some((status, told)))
     }

@@ -303,7 +303,7 @@ async fn the_seeds_filters_decide_what_is_taken() {
             .unwrap()
             .id
     };
-    let out = home.run(&["shell"], &format!("!status {figma_id}\n"));
+    let out = home.run(&["shell"], &format!("!status {figma_id}\n!go {figma_id}\n"));
     let (stdout, _) = text(&out);
     assert!(stdout.contains("skipped by a filter:"), "{stdout}");
     assert!(
@@ -313,6 +313,19 @@ async fn the_seeds_filters_decide_what_is_taken() {
     assert!(
         stdout.contains(&format!("`!go {figma_id}` takes it anyway")),
         "{stdout}"
+    );
+    // An approver's `!go` overrides the skip, and the audit log says so.
+    let trail = store
+        .audit_trail(&format!("task:{figma_id}"))
+        .await
+        .unwrap();
+    assert!(
+        trail.iter().any(|e| e.action == "task.approved"
+            && e.decision.as_deref() == Some("skip → approved")
+            && e.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("overrides the skip"))),
+        "{trail:#?}"
     );
     d.fake.assert_clean();
 }

@@ -114,6 +114,20 @@ fn the_shell_runs_the_seed_story_and_a_second_shell_resumes_it() {
         "{stdout}"
     );
     assert!(stdout.contains("run.pr → in_progress → pr"), "{stdout}");
+    // Nothing follows its PR without [github], and it says so; the approved
+    // merge is recorded, not made.
+    assert!(
+        stdout.contains("PR loop: nothing watches its PR: the executor has no [github] configured"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("req 4 merge_pr (approved by human:0 <"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Eagle did not merge: it has no [github] configured"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains(
             "policy · request.decided (request 1) → approve (plugin default-approval 0.1.0 sha256:"

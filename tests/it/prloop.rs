@@ -59,8 +59,16 @@ fn with_github(home: &mut Home, hub: &Hub) {
         .set("EAGLE_GITHUB__BOT_LOGINS", "executor-bot,eagle-bot");
 }
 
-async fn start(realm: &Realm, hub: &Hub, db: &TestDb) -> (Home, Running, Running) {
+async fn start(
+    realm: &Realm,
+    hub: &Hub,
+    db: &TestDb,
+    extra: &[(&str, &str)],
+) -> (Home, Running, Running) {
     let mut home = realm.home();
+    for (key, value) in extra {
+        home.set(key, value);
+    }
     home.set("EAGLE_DATABASE_URL", &db.url)
         .set("EAGLE_RUNNER__WORKER_COMMAND", &fake_worker_command())
         .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s")
@@ -109,7 +117,7 @@ async fn a_run_is_carried_from_failed_ci_to_complete_and_back_by_a_human_comment
     let hub = hub().await;
     let number = hub.open_draft("eagle/run-1");
     hub.check(SHA1, "completed", Some("failure"));
-    let (_home, eagle, executor) = start(&realm, &hub, &db).await;
+    let (_home, eagle, executor) = start(&realm, &hub, &db, &[]).await;
     let store = db.open().await;
 
     realm.fake.post(
@@ -231,7 +239,7 @@ async fn a_merge_binds_to_the_head_a_push_expires_it_and_eagle_merges_what_was_a
     let number = hub.open_draft("eagle/run-1");
     hub.fake.set_draft(REPO, number, false);
     hub.check(SHA1, "completed", Some("success"));
-    let (_home, eagle, executor) = start(&realm, &hub, &db).await;
+    let (_home, eagle, executor) = start(&realm, &hub, &db, &[]).await;
     let store = db.open().await;
 
     realm.fake.post(
@@ -322,6 +330,55 @@ async fn a_merge_binds_to_the_head_a_push_expires_it_and_eagle_merges_what_was_a
         .filter(|r| r.carried_out_at.is_some())
         .collect();
     assert_eq!(carried.len(), 1, "{requests:#?}");
+    for running in [eagle, executor] {
+        let (code, log) = running.stop();
+        assert_eq!(code, Some(0), "{log}");
+    }
+    hub.fake.assert_clean();
+    realm.fake.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ci_that_never_ran_is_started_once_for_the_head() {
+    let db = TestDb::new(Db::Sqlite).await;
+    let realm = Realm::start().await;
+    let hub = hub().await;
+    let number = hub.open_draft("eagle/run-1");
+    let (_home, eagle, executor) = start(
+        &realm,
+        &hub,
+        &db,
+        &[
+            ("EAGLE_GITHUB__CI_WORKFLOW", "ci.yml"),
+            ("EAGLE_GITHUB__CI_GRACE", "2s"),
+        ],
+    )
+    .await;
+    let store = db.open().await;
+    realm.fake.post(
+        realm.alex,
+        "general",
+        "tabs",
+        &format!("!queue Fix the tab preview mode:pr pr:{number}"),
+    );
+    realm
+        .wait_replies("general", "tabs", |r| !r.is_empty())
+        .await;
+    realm.fake.post(realm.alex, "general", "tabs", "!go 1");
+    // Within the grace it waits; past it, the workflow is dispatched on the
+    // PR's branch (the Actions API), once for this head.
+    wait_run_post(
+        &realm,
+        realm.executor,
+        "[STATUS: ci] run:1 CI never ran on 1111111: ci.yml is dispatched on eagle/run-1",
+    )
+    .await;
+    let dispatches = hub.fake.dispatches();
+    assert_eq!(dispatches.len(), 1, "{dispatches:?}");
+    assert_eq!(dispatches[0].git_ref, "eagle/run-1");
+    assert_eq!(dispatches[0].workflow_id, 7);
+    let run = run_of(&store, 1).await;
+    assert_eq!(run.ci_triggered_sha.as_deref(), Some(SHA1));
     for running in [eagle, executor] {
         let (code, log) = running.stop();
         assert_eq!(code, Some(0), "{log}");
