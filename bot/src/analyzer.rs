@@ -218,7 +218,9 @@ impl Analyzer {
             };
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = changes.changed() => {}
+                // Background work: let the change that woke it (a chat
+                // reply on its way, say) go first, and take a burst as one.
+                _ = changes.changed() => tokio::time::sleep(crate::singleton::SETTLE).await,
                 _ = tokio::time::sleep(wait) => {}
             }
         }
@@ -257,6 +259,11 @@ impl Analyzer {
     /// Analyses everything pending, in rounds, keeping the lease alive, and
     /// posts the summary of what is summarised. Stops early on shutdown.
     pub async fn work(&self, shutdown: &CancellationToken) -> crate::store::Result<PassSummary> {
+        // Woken by every change of the database: one query says whether
+        // there is anything to do.
+        if self.store.analyzer_work().await? == 0 {
+            return Ok(PassSummary::default());
+        }
         self.start_jobs().await?;
         let mut total = PassSummary::default();
         let mut summarised = PassSummary::default();

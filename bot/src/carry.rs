@@ -141,7 +141,9 @@ impl Carrier {
             };
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = changes.changed() => {}
+                // Background work: let the change that woke it (a chat
+                // reply on its way, say) go first, and take a burst as one.
+                _ = changes.changed() => tokio::time::sleep(crate::singleton::SETTLE).await,
                 _ = tokio::time::sleep(wait) => {}
             }
         }

@@ -11,6 +11,7 @@ fn main() -> ExitCode {
         // A worker's own commands: no runtime, no profile, no logging setup.
         return eagle::cli::run_worker_side(cli, eagle::profile::process_env());
     }
+    eagle::host::limit_malloc_arenas();
     eagle::logging::init(cli.command.default_log_filter());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -43,6 +43,19 @@ impl Store {
             .op("listing tasks pending analysis")
     }
 
+    /// Tasks pending analysis plus jobs asked of the analyzer, in one query.
+    pub async fn analyzer_work(&self) -> Result<i64> {
+        on_pool!(self, pool => {
+            sqlx::query_scalar(
+                "SELECT (SELECT COUNT(*) FROM executor_queue WHERE status = 'pending') \
+                 + (SELECT COUNT(*) FROM analyzer_jobs WHERE done_at IS NULL)",
+            )
+            .fetch_one(pool)
+            .await
+        })
+        .op("looking for the analyzer's work")
+    }
+
     /// How many tasks wait for analysis.
     pub async fn pending_count(&self) -> Result<i64> {
         on_pool!(self, pool => {
