@@ -242,6 +242,20 @@ pub fn chmod(path: &Path, mode: u32) -> io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
+/// Keeps glibc's allocator to two arenas. By default it makes up to eight
+/// per core, one for each thread that allocates at once (the runtime's
+/// workers, SQLite's connection threads, blocking threads); each keeps
+/// memory it freed, which a long-running bot pays for in resident memory.
+/// Called before any thread starts; elsewhere than glibc it does nothing.
+pub fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; it is called before
+    // any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,19 +290,5 @@ mod tests {
         assert!(signal_group(i32::MAX - 1, 0).is_ok());
         assert!(signal_group(1, libc::SIGTERM).is_err());
         assert!(signal_group(0, libc::SIGTERM).is_err());
-    }
-}
-
-/// Keeps glibc's allocator to two arenas. By default it makes up to eight
-/// per core, one for each thread that allocates at once (the runtime's
-/// workers, SQLite's connection threads, blocking threads); each keeps
-/// memory it freed, which a long-running bot pays for in resident memory.
-/// Called before any thread starts; elsewhere than glibc it does nothing.
-pub fn limit_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; it is called before
-    // any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }

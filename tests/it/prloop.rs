@@ -79,6 +79,17 @@ async fn start(
     (home, eagle, executor)
 }
 
+/// Alex queues a task and approves it (`!go 1`) in #general.
+async fn queue_and_go(realm: &Realm, title: &str) {
+    realm
+        .fake
+        .post(realm.alex, "general", "tabs", &format!("!queue {title}"));
+    realm
+        .wait_replies("general", "tabs", |r| !r.is_empty())
+        .await;
+    realm.fake.post(realm.alex, "general", "tabs", "!go 1");
+}
+
 async fn run_of(store: &Store, id: i64) -> eagle::store::Run {
     let mut tx = store.begin_read().await.unwrap();
     tx.run(id).await.unwrap().expect("the run exists")
@@ -120,16 +131,7 @@ async fn a_run_is_carried_from_failed_ci_to_complete_and_back_by_a_human_comment
     let (_home, eagle, executor) = start(&realm, &hub, &db, &[]).await;
     let store = db.open().await;
 
-    realm.fake.post(
-        realm.alex,
-        "general",
-        "tabs",
-        &format!("!queue Fix the tab preview mode:pr pr:{number}"),
-    );
-    realm
-        .wait_replies("general", "tabs", |r| !r.is_empty())
-        .await;
-    realm.fake.post(realm.alex, "general", "tabs", "!go 1");
+    queue_and_go(&realm, &format!("Fix the tab preview mode:pr pr:{number}")).await;
 
     // The investigation opens the PR; the loop finds CI failed: a fix-ci worker.
     wait_run_post(
@@ -242,16 +244,7 @@ async fn a_merge_binds_to_the_head_a_push_expires_it_and_eagle_merges_what_was_a
     let (_home, eagle, executor) = start(&realm, &hub, &db, &[]).await;
     let store = db.open().await;
 
-    realm.fake.post(
-        realm.alex,
-        "general",
-        "tabs",
-        &format!("!queue Ship it mode:prmerge pr:{number}"),
-    );
-    realm
-        .wait_replies("general", "tabs", |r| !r.is_empty())
-        .await;
-    realm.fake.post(realm.alex, "general", "tabs", "!go 1");
+    queue_and_go(&realm, &format!("Ship it mode:prmerge pr:{number}")).await;
 
     // The reviewer asks to merge: bound to SHA1, escalated to the owner.
     wait_run_post(&realm, realm.eagle, "[ESCALATED: merge_pr] run:1").await;
@@ -355,16 +348,7 @@ async fn ci_that_never_ran_is_started_once_for_the_head() {
     )
     .await;
     let store = db.open().await;
-    realm.fake.post(
-        realm.alex,
-        "general",
-        "tabs",
-        &format!("!queue Fix the tab preview mode:pr pr:{number}"),
-    );
-    realm
-        .wait_replies("general", "tabs", |r| !r.is_empty())
-        .await;
-    realm.fake.post(realm.alex, "general", "tabs", "!go 1");
+    queue_and_go(&realm, &format!("Fix the tab preview mode:pr pr:{number}")).await;
     // Within the grace it waits; past it, the workflow is dispatched on the
     // PR's branch (the Actions API), once for this head.
     wait_run_post(
