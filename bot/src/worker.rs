@@ -422,7 +422,7 @@ pub fn demo(env: &BTreeMap<String, String>, prompt: &str) -> ExitCode {
     let resumed = prompt.contains("Eagle's answers to your earlier requests");
     if resumed && prompt.contains("[EXPIRED: merge_pr]") {
         say(format!(
-            "[DONE: pr_ready] run:{run} PR ready; nobody answered on merging, so it is left to a human"
+            "[DONE: pr_ready] run:{run} demo PR #{run} ready; nobody answered on merging, so it is left to a human"
         ));
         return ExitCode::SUCCESS;
     }
@@ -449,15 +449,15 @@ pub fn demo(env: &BTreeMap<String, String>, prompt: &str) -> ExitCode {
             }
         }
         say(format!(
-            "[STATUS: pr_open] run:{run} draft PR opened, CI green"
+            "[STATUS: pr_open] run:{run} demo draft PR #{run} opened, CI green"
         ));
     }
-    match ask("merge_pr", "Merge the demo PR (squash)") {
+    match ask("merge_pr", &format!("Merge the demo PR #{run} (squash)")) {
         0 => say(format!(
-            "[DONE: pr_ready] run:{run} PR ready, merge approved by a human"
+            "[DONE: pr_ready] run:{run} demo PR #{run} ready, merge approved by a human"
         )),
         1 => say(format!(
-            "[DONE: pr_ready] run:{run} PR ready; merging was denied, so it is left to a human"
+            "[DONE: pr_ready] run:{run} demo PR #{run} ready; merging was denied, so it is left to a human"
         )),
         3 => say(format!(
             "[STATUS: waiting] run:{run} a human decides on merge_pr; stopping until resumed"
