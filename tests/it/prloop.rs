@@ -122,8 +122,17 @@ async fn wait_run_post(realm: &Realm, sender: u64, needle: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_is_carried_from_failed_ci_to_complete_and_back_by_a_human_comment() {
-    let db = TestDb::new(Db::Sqlite).await;
+async fn a_run_is_carried_from_failed_ci_to_complete_and_back_by_a_human_comment_on_sqlite() {
+    carried_from_failed_ci_to_complete(Db::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_carried_from_failed_ci_to_complete_and_back_by_a_human_comment_on_postgres() {
+    carried_from_failed_ci_to_complete(Db::Postgres).await;
+}
+
+async fn carried_from_failed_ci_to_complete(db: Db) {
+    let db = TestDb::new(db).await;
     let realm = Realm::start().await;
     let hub = hub().await;
     let number = hub.open_draft("eagle/run-1");
