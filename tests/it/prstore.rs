@@ -444,3 +444,74 @@ async fn imports_are_idempotent_and_jobs_taken_up_once(db: Db) {
     tx.commit().await.unwrap();
     assert!(store.open_analyzer_jobs().await.unwrap().is_empty());
 }
+
+/// `!go` and the analyzer concluding on the same task at once (PostgreSQL,
+/// where nothing serialises whole transactions): the later one waits for
+/// the earlier and sees what it did, so the `!go` is not refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_go_while_the_analyzer_concludes_waits_for_it_on_postgres() {
+    let test = TestDb::new(Db::Postgres).await;
+    let store = test.open().await;
+    let mut tx = store.begin_write().await.unwrap();
+    let task = tx
+        .insert_task(&NewTask {
+            task_gid: "zulip:1".into(),
+            source: "chat".into(),
+            title: "tabs".into(),
+            ..NewTask::default()
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    tx.commit().await.unwrap();
+    // The analyzer concludes and holds its transaction open...
+    let mut analyzer = store.begin_write().await.unwrap();
+    let concluded = analyzer
+        .record_analysis(
+            task,
+            &eagle::store::Analysis {
+                status: Some(TaskStatus::ForReview),
+                reason: "kept".into(),
+                ..eagle::store::Analysis::default()
+            },
+            "analyzer",
+        )
+        .await
+        .unwrap();
+    assert!(concluded);
+    // ...while an approver's `!go` arrives.
+    let go = tokio::spawn({
+        let store = store.clone();
+        async move {
+            let mut tx = store.begin_write().await.unwrap();
+            let run = tx.start_run(task, ALEX, "!go").await;
+            if run.is_ok() {
+                tx.commit().await.unwrap();
+            }
+            run.map(|r| r.id)
+        }
+    });
+    // The `!go` waits for the analyzer's row lock (seen in pg_locks).
+    let watcher = sqlx::PgPool::connect(&test.url).await.unwrap();
+    loop {
+        let waiting: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pg_locks WHERE NOT granted")
+            .fetch_one(&watcher)
+            .await
+            .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    analyzer.commit().await.unwrap();
+    let run = go
+        .await
+        .unwrap()
+        .expect("the !go goes through after the analysis");
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(
+        tx.task(task).await.unwrap().unwrap().status,
+        TaskStatus::Approved
+    );
+    assert_eq!(tx.run(run).await.unwrap().unwrap().state, RunState::Queued);
+}

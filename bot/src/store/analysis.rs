@@ -226,7 +226,9 @@ impl Tx {
         actor: &str,
         reason: &str,
     ) -> Result<bool> {
-        match self.task(id).await? {
+        // Checked under the row's lock: a task someone approved meanwhile
+        // is not the analyzer's any more.
+        match self.task_for_update(id).await? {
             Some(task) if task.status == from => {}
             _ => return Ok(false),
         }

@@ -331,8 +331,11 @@ impl Tx {
         actor: &str,
         reason: &str,
     ) -> Result<()> {
+        // Locked (on PostgreSQL) until commit: a `!go` and the analyzer
+        // concluding on the same task at once are serialised, and the later
+        // one sees what the earlier did.
         let task = self
-            .task(id)
+            .task_for_update(id)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("task {id} does not exist")))?;
         if !task_transition_allowed(task.status, to) {

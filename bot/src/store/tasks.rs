@@ -404,6 +404,24 @@ impl Tx {
             .op("reading a task")
     }
 
+    /// One task by id, locked for update on PostgreSQL (SQLite's write
+    /// transaction already holds the lock).
+    pub(super) async fn task_for_update(&mut self, id: i64) -> Result<Option<Task>> {
+        let lock = if self.backend() == super::Backend::Postgres {
+            " FOR UPDATE"
+        } else {
+            ""
+        };
+        let query = sql(&[
+            "SELECT ",
+            TASK_COLUMNS,
+            " FROM executor_queue WHERE id = $1",
+            lock,
+        ]);
+        on_tx!(self, conn => sqlx::query_as(query).bind(id).fetch_optional(conn).await)
+            .op("reading a task")
+    }
+
     /// One task by its gid.
     pub async fn task_by_gid(&mut self, gid: &str) -> Result<Option<Task>> {
         let query = sql(&[
