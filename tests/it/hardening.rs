@@ -13,6 +13,8 @@ use crate::zulip::{Realm, Running, WAIT};
 
 /// Longer than a rate-limit window of the tests below.
 const LONG_WAIT: Duration = Duration::from_secs(90);
+/// Three 40 s windows and a margin.
+const PAIR_WAIT: Duration = Duration::from_secs(150);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_message_does_bounded_work_and_echoed_mentions_never_ping() {
@@ -220,19 +222,35 @@ async fn two_instances_on_postgres_under_a_tight_rate_limit_answer_each_command_
             .count()
             >= n
     };
+    // Fifteen replies and the instances' own calls share twelve calls per
+    // 40 s: two windows at least, three on a loaded machine.
+    let slow = |what: &str| {
+        format!(
+            "{what}: {} of the replies after {}s; 429s served: {}\n{}\n{}",
+            realm.replies("general", "pair").len(),
+            PAIR_WAIT.as_secs(),
+            realm.fake.count_status(429),
+            a.log(),
+            b.log()
+        )
+    };
     assert!(
         realm
             .fake
-            .wait_until(LONG_WAIT, |f| answered(f, COMMANDS))
-            .await
+            .wait_until(PAIR_WAIT, |f| answered(f, COMMANDS))
+            .await,
+        "{}",
+        slow("the commands")
     );
     // A marker after them: once it is answered, a duplicate would be there too.
     realm.fake.post(realm.alex, "general", "pair", "!status");
     assert!(
         realm
             .fake
-            .wait_until(LONG_WAIT, |f| answered(f, COMMANDS + 1))
-            .await
+            .wait_until(PAIR_WAIT, |f| answered(f, COMMANDS + 1))
+            .await,
+        "{}",
+        slow("the marker")
     );
     for running in [a, b] {
         let (code, log) = running.stop();

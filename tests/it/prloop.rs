@@ -46,14 +46,17 @@ impl Hub {
     }
 }
 
-/// Both profiles' settings for the fake GitHub: a fast poll and a short
-/// grace, so that the test waits seconds, not minutes.
+/// Both profiles' settings for the fake GitHub: a fast poll, so that the
+/// test waits seconds, not minutes, and a grace long enough that a worker's
+/// push, made by the test once it sees the worker's post, always counts as
+/// its fix (the posts may reach chat seconds after the run's end on a
+/// loaded machine).
 fn with_github(home: &mut Home, hub: &Hub) {
     home.set("GITHUB_TOKEN", &hub.token)
         .set("EAGLE_GITHUB__API_URL", &hub.fake.url())
         .set("EAGLE_GITHUB__REPO", REPO)
         .set("EAGLE_GITHUB__POLL_INTERVAL", "1s")
-        .set("EAGLE_GITHUB__CI_GRACE", "3s")
+        .set("EAGLE_GITHUB__CI_GRACE", "60s")
         .set("EAGLE_GITHUB__REQUIRED_CHECKS", UI_TESTS)
         .set("EAGLE_GITHUB__REQUIRED_LABELS", "eagle")
         .set("EAGLE_GITHUB__BOT_LOGINS", "executor-bot,eagle-bot");
@@ -66,15 +69,15 @@ async fn start(
     extra: &[(&str, &str)],
 ) -> (Home, Running, Running) {
     let mut home = realm.home();
-    for (key, value) in extra {
-        home.set(key, value);
-    }
     home.set("EAGLE_DATABASE_URL", &db.url)
         .set("EAGLE_RUNNER__WORKER_COMMAND", &fake_worker_command())
         .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s")
         .set("EAGLE_OWNER", &realm.alex.to_string())
         .set("EAGLE_EXECUTOR_BOT", "executor-bot@example.com");
     with_github(&mut home, hub);
+    for (key, value) in extra {
+        home.set(key, value);
+    }
     let (eagle, executor) = crate::executor::start_both(realm, &home).await;
     (home, eagle, executor)
 }
