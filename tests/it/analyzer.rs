@@ -340,8 +340,8 @@ fn fake_analysis() -> String {
 async fn a_hanging_or_failing_analysis_leaves_its_task_for_review_and_stops_nothing() {
     let mut home = Home::new();
     home.set("EAGLE_ANALYZER__COMMAND", &fake_analysis())
-        .set("EAGLE_ANALYZER__NO_OUTPUT_TIMEOUT", "1s")
-        .set("EAGLE_ANALYZER__HARD_TIMEOUT", "3s");
+        .set("EAGLE_ANALYZER__NO_OUTPUT_TIMEOUT", "2s")
+        .set("EAGLE_ANALYZER__HARD_TIMEOUT", "5s");
     let pidfile = home.dir.path().join("analysis.pid");
     let input = format!(
         "!queue Tabs mode:hang pidfile:{}\n!queue Tabs mode:busy\n!queue Fix the tab preview\n\
@@ -362,11 +362,11 @@ async fn a_hanging_or_failing_analysis_leaves_its_task_for_review_and_stops_noth
     let hung = task(1).await;
     assert_eq!(hung.status, TaskStatus::ForReview);
     let reason = hung.status_reason.unwrap_or_default();
-    assert!(reason.contains("it printed nothing for 1s"), "{reason}");
+    assert!(reason.contains("it printed nothing for 2s"), "{reason}");
     let busy = task(2).await;
     assert_eq!(busy.status, TaskStatus::ForReview);
     let reason = busy.status_reason.unwrap_or_default();
-    assert!(reason.contains("it ran past its limit of 3s"), "{reason}");
+    assert!(reason.contains("it ran past its limit of 5s"), "{reason}");
     // The command's whole process group is gone.
     let pid = std::fs::read_to_string(&pidfile).unwrap();
     assert!(
