@@ -242,6 +242,36 @@ pub fn chmod(path: &Path, mode: u32) -> io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
+/// Sets `command` up to start in a session (and process group) of its own,
+/// as `user` when given, with `exit_fd` as its descriptor 3: where the
+/// worker shim records how its child ended. The runner's workers and the
+/// analyzer's command start so.
+pub fn own_session(
+    command: &mut tokio::process::Command,
+    user: Option<&UnixUser>,
+    exit_fd: std::os::fd::RawFd,
+) {
+    if let Some(user) = user {
+        command.uid(user.uid).gid(user.gid);
+    }
+    // SAFETY: only async-signal-safe calls (setsid, dup2, fcntl) between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if exit_fd == 3 {
+                if libc::fcntl(3, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(exit_fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Keeps glibc's allocator to two arenas. By default it makes up to eight
 /// per core, one for each thread that allocates at once (the runtime's
 /// workers, SQLite's connection threads, blocking threads); each keeps

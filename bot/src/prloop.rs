@@ -516,11 +516,6 @@ impl PrLoop {
         })
     }
 
-    /// The client, for tests and benches (its counters).
-    pub fn github(&self) -> Option<&GitHub> {
-        self.github.as_ref().map(|w| &w.client)
-    }
-
     /// Works until `shutdown`: polls each watched run when it is due (every
     /// `poll_interval`, and at once after a worker finished or the run
     /// entered `pr`).

@@ -98,6 +98,28 @@ async fn run_in_pr(store: &Store) -> i64 {
     run
 }
 
+/// The claimed worker asks to merge PR #7.
+async fn ask_merge(
+    tx: &mut eagle::store::Tx,
+    claim: &eagle::store::Claim,
+) -> eagle::store::Request {
+    tx.record_request(
+        &NewRequest {
+            run_id: claim.run.id,
+            attempt: claim.fence.attempt,
+            key: "sock:1".into(),
+            via: RequestVia::Socket,
+            escalate: false,
+            action: "merge_pr".into(),
+            body: "PR #7".into(),
+        },
+        &claim.fence,
+    )
+    .await
+    .unwrap()
+    .request
+}
+
 fn poll<'a>(run: &eagle::store::Run, head: &'a str, work: Option<PrWork>) -> PrPoll<'a> {
     PrPoll {
         run: run.id,
@@ -174,22 +196,7 @@ async fn pr_work_is_claimed_in_pr_and_polls_are_fenced(db: Db) {
         "never over a worker"
     );
     // A merge asked now binds to the head the loop saw.
-    let merge = tx
-        .record_request(
-            &NewRequest {
-                run_id: id,
-                attempt: claim.fence.attempt,
-                key: "sock:1".into(),
-                via: RequestVia::Socket,
-                escalate: false,
-                action: "merge_pr".into(),
-                body: "PR #7".into(),
-            },
-            &claim.fence,
-        )
-        .await
-        .unwrap()
-        .request;
+    let merge = ask_merge(&mut tx, &claim).await;
     tx.commit().await.unwrap();
     assert_eq!(merge.bound_sha.as_deref(), Some(SHA1));
     let mut tx = store.begin_write().await.unwrap();
@@ -279,22 +286,7 @@ async fn carry_outs_are_claimed_and_recorded_once(db: Db) {
         .unwrap()
         .unwrap();
     let mut tx = store.begin_write().await.unwrap();
-    let merge = tx
-        .record_request(
-            &NewRequest {
-                run_id: id,
-                attempt: claim.fence.attempt,
-                key: "sock:1".into(),
-                via: RequestVia::Socket,
-                escalate: false,
-                action: "merge_pr".into(),
-                body: "PR #7".into(),
-            },
-            &claim.fence,
-        )
-        .await
-        .unwrap()
-        .request;
+    let merge = ask_merge(&mut tx, &claim).await;
     tx.commit().await.unwrap();
     assert!(store.requests_to_carry_out(10).await.unwrap().is_empty());
     let mut tx = store.begin_write().await.unwrap();

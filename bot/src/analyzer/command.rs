@@ -79,26 +79,8 @@ impl AnalysisCommand {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        if let Some(user) = &self.user {
-            command.uid(user.uid).gid(user.gid);
-        }
         let exit_fd = std::os::fd::AsRawFd::as_raw_fd(&exit);
-        // SAFETY: only async-signal-safe calls (setsid, dup2, fcntl) between fork and exec.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if exit_fd == 3 {
-                    if libc::fcntl(3, libc::F_SETFD, 0) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                } else if libc::dup2(exit_fd, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        host::own_session(&mut command, self.user.as_ref(), exit_fd);
         let mut child = command.spawn()?;
         drop(exit);
         let pgid = child.id().map(|pid| pid as i32);

@@ -37,6 +37,13 @@ fn per_page() -> (&'static str, String) {
     ("per_page", PER_PAGE.to_owned())
 }
 
+/// A full page, and `since` when given (the comment lists).
+fn paged_since(since: Option<DateTime<Utc>>) -> Vec<(&'static str, String)> {
+    let mut query = vec![per_page()];
+    query.extend(since.map(|t| ("since", iso(t))));
+    query
+}
+
 fn iso(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
@@ -230,10 +237,7 @@ impl GitHub {
         since: Option<DateTime<Utc>>,
     ) -> Result<Vec<IssueComment>, Error> {
         let n = number.to_string();
-        let mut query = vec![per_page()];
-        if let Some(since) = since {
-            query.push(("since", iso(since)));
-        }
+        let query = paged_since(since);
         let url = self.rest_url(
             &["repos", repo.owner(), repo.name(), "issues", &n, "comments"],
             &query,
@@ -293,10 +297,7 @@ impl GitHub {
         since: Option<DateTime<Utc>>,
     ) -> Result<Vec<ReviewComment>, Error> {
         let n = number.to_string();
-        let mut query = vec![per_page()];
-        if let Some(since) = since {
-            query.push(("since", iso(since)));
-        }
+        let query = paged_since(since);
         let url = self.rest_url(
             &["repos", repo.owner(), repo.name(), "pulls", &n, "comments"],
             &query,

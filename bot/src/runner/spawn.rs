@@ -477,25 +477,7 @@ pub(super) fn start(
         .stdout(Stdio::from(log_file))
         .stderr(Stdio::from(log_err))
         .kill_on_drop(false);
-    if let Some(user) = &shared.worker_user {
-        command.uid(user.uid).gid(user.gid);
-    }
-    // SAFETY: only async-signal-safe calls (setsid, dup2, fcntl) between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if exit_fd == 3 {
-                if libc::fcntl(3, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(exit_fd, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    host::own_session(&mut command, shared.worker_user.as_ref(), exit_fd);
     let child = command.spawn()?;
     drop(exit);
     let pid = child

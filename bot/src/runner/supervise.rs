@@ -1028,9 +1028,12 @@ impl Worker {
             // A worker on a PR (fix-ci, fix-comments, pr-review) finished
             // its part: the PR loop looks at the PR again.
             Some(action) if in_pr && action != "abandoned" => {
+                // Only the reviewer's verdict counts as one: a fix-ci worker
+                // saying `review_green` does not complete its own run.
+                let reviewing = run.as_ref().and_then(|r| r.pr_work.0) == Some(PrWork::PrReview);
                 let outcome = match action {
-                    "review_green" => PrOutcome::ReviewGreen,
-                    "changes_requested" => PrOutcome::ChangesRequested,
+                    "review_green" if reviewing => PrOutcome::ReviewGreen,
+                    "changes_requested" if reviewing => PrOutcome::ChangesRequested,
                     _ => PrOutcome::Done,
                 };
                 return Ok((
