@@ -16,12 +16,12 @@ pub mod answer;
 pub mod command;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
-use crate::mirror::Poster;
+use crate::background::{BackgroundLoop, LeaseSpec, Next, Tick};
+use crate::mirror::{People, Poster};
 use crate::policy::PolicyHost;
 use crate::runner::{PromptKind, Prompts};
 use crate::store::{Analysis, Destination, SkipReason, Store, Task, TaskStatus};
@@ -33,7 +33,7 @@ pub use command::{AnalysisCommand, Ran};
 const LEASE: &str = "analyzer";
 /// How long the lease lasts without renewal.
 const LEASE_TTL: Duration = Duration::from_secs(60);
-/// How often it is renewed while the analyzer works or waits.
+/// How often the lease is looked at while an analysis command runs.
 const LEASE_RENEW: Duration = Duration::from_secs(20);
 /// Tasks read per round.
 const BATCH: i64 = 100;
@@ -134,21 +134,22 @@ pub struct Analyzer {
     pub poster: Poster,
     /// Where summaries go.
     pub inbox: Destination,
-    /// Whether requesters are Zulip users (mentioned silently by id).
-    pub zulip: bool,
-    /// This instance's name for the lease.
-    pub instance: String,
+    /// How requesters are named (silently) when they are told.
+    pub people: People,
+    /// What the last pass did (`eagle analyze` prints it).
+    pub last_pass: PassSummary,
 }
 
 impl Analyzer {
-    /// The analyzer of `profile`, posting under `poster`'s identity.
-    pub fn for_profile(
+    /// The analyzer of `profile`, posting under `poster`'s identity; `exe`
+    /// is the `eagle` binary that runs the analysis command's shim.
+    pub fn new(
         profile: &crate::profile::Profile,
         store: Store,
         policy: PolicyHost,
         poster: Poster,
-        zulip: bool,
-        env: &BTreeMap<String, String>,
+        people: People,
+        exe: &Path,
     ) -> anyhow::Result<Analyzer> {
         let settings = &profile.analyzer;
         let prompts = Prompts::load(profile.runner.prompts_dir.as_deref())
@@ -168,10 +169,9 @@ impl Analyzer {
                 Some(Arc::new(AnalysisCommand {
                     command: command.clone(),
                     settings: settings.clone(),
-                    exe: std::env::current_exe()?,
+                    exe: exe.to_path_buf(),
                     dir: profile.state_dir().join("analysis"),
                     user,
-                    env: env.clone(),
                 }))
             }
         };
@@ -185,80 +185,15 @@ impl Analyzer {
                 topic: settings.inbox_topic.clone(),
             },
             poster,
-            zulip,
-            instance: crate::host::instance_name(),
+            people,
+            last_pass: PassSummary::default(),
         })
-    }
-
-    /// Works until `shutdown`: while it holds the lease, analyses whatever
-    /// is pending, then waits for a change in the database.
-    pub async fn run(&self, shutdown: CancellationToken) {
-        let mut changes = self.store.changes();
-        let mut backoff = crate::backoff::Backoff::new();
-        let mut lease = crate::singleton::Lease::new(LEASE, self.instance.clone(), LEASE_TTL);
-        loop {
-            changes.mark_seen();
-            let wait = match lease.hold(&self.store).await {
-                Ok(true) => match self.work(&shutdown).await {
-                    Ok(_) => {
-                        backoff.succeeded();
-                        lease.renew_in()
-                    }
-                    Err(error) => {
-                        let wait = backoff.failed();
-                        tracing::error!(%error, wait_ms = wait.as_millis() as u64, "the analyzer failed; retrying");
-                        wait
-                    }
-                },
-                Ok(false) => LEASE_RENEW,
-                Err(error) => {
-                    tracing::error!(%error, "cannot take the analyzer's lease");
-                    backoff.failed()
-                }
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                // Background work: let the change that woke it (a chat
-                // reply on its way, say) go first, and take a burst as one.
-                _ = changes.changed() => tokio::time::sleep(crate::singleton::SETTLE).await,
-                _ = tokio::time::sleep(wait) => {}
-            }
-        }
-        lease.release(&self.store).await;
-    }
-
-    /// Takes the analyzer's lease for a one-off pass (`eagle analyze`).
-    pub async fn try_lead(&self) -> crate::store::Result<bool> {
-        self.take_lease().await
-    }
-
-    /// Gives the lease up after a one-off pass.
-    pub async fn step_down(&self) {
-        let _ = self.store.release_lease(LEASE, &self.instance).await;
-    }
-
-    async fn take_lease(&self) -> crate::store::Result<bool> {
-        if self
-            .store
-            .acquire_lease(LEASE, &self.instance, LEASE_TTL)
-            .await?
-        {
-            return Ok(true);
-        }
-        match self.store.lease_owner(LEASE).await? {
-            Some(owner) if owner != self.instance && crate::host::holder_is_dead(&owner) => {
-                self.store.release_lease(LEASE, &owner).await?;
-                self.store
-                    .acquire_lease(LEASE, &self.instance, LEASE_TTL)
-                    .await
-            }
-            _ => Ok(false),
-        }
     }
 
     /// Analyses everything pending, in rounds, keeping the lease alive, and
     /// posts the summary of what is summarised. Stops early on shutdown.
-    pub async fn work(&self, shutdown: &CancellationToken) -> crate::store::Result<PassSummary> {
+    pub async fn work(&self, tick: &mut Tick<'_>) -> crate::store::Result<PassSummary> {
+        let shutdown = &tick.stop().clone();
         // Woken by every change of the database: one query says whether
         // there is anything to do.
         if self.store.analyzer_work().await? == 0 {
@@ -317,7 +252,7 @@ impl Analyzer {
                 if shutdown.is_cancelled() {
                     break;
                 }
-                if let Some((status, told)) = self.analyze_renewing(&task, shutdown).await? {
+                if let Some((status, told)) = self.analyze_renewing(&task, tick).await? {
                     note(task.id, status, told);
                 }
             }
@@ -431,15 +366,16 @@ impl Analyzer {
     async fn analyze_renewing(
         &self,
         task: &Task,
-        shutdown: &CancellationToken,
+        tick: &mut Tick<'_>,
     ) -> crate::store::Result<Option<(TaskStatus, Told)>> {
+        let shutdown = tick.stop().clone();
         let analysis = self.analyze(task);
         tokio::pin!(analysis);
         loop {
             tokio::select! {
                 done = &mut analysis => return done,
                 _ = tokio::time::sleep(LEASE_RENEW) => {
-                    if !self.store.acquire_lease(LEASE, &self.instance, LEASE_TTL).await.unwrap_or(false) {
+                    if !tick.leads().await.unwrap_or(false) {
                         tracing::warn!(task = task.id, "the analyzer's lease went elsewhere; its writes stay fenced by the task's status");
                     }
                 }
@@ -573,12 +509,11 @@ impl Analyzer {
         let Some(to) = origin_destination(task) else {
             return Ok(Told::Summarise);
         };
-        let greeting = match (task.requested_by.as_deref(), task.requested_by_id) {
-            (Some(name), Some(id)) if self.zulip && id > 0 => {
-                format!("{} ", crate::zulip::silent_mention(name, id))
-            }
-            _ => String::new(),
-        };
+        let greeting = self
+            .people
+            .requester_silently(task)
+            .map(|mention| format!("{mention} "))
+            .unwrap_or_default();
         self.poster
             .post_to(tx, to, &format!("{greeting}{text}"))
             .await?;
@@ -604,6 +539,24 @@ impl Analyzer {
             tx.commit().await?;
         }
         Ok(reopened)
+    }
+}
+
+impl BackgroundLoop for Analyzer {
+    const NAME: &'static str = "analyzer";
+
+    fn lease(&self) -> Option<LeaseSpec> {
+        Some(LeaseSpec {
+            name: LEASE,
+            ttl: LEASE_TTL,
+        })
+    }
+
+    /// Works through everything pending, then waits for the database to
+    /// say a task came in.
+    async fn tick(&mut self, tick: &mut Tick<'_>) -> anyhow::Result<Next> {
+        self.last_pass = self.work(tick).await?;
+        Ok(Next::Idle)
     }
 }
 

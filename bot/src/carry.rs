@@ -15,12 +15,11 @@
 
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
-use crate::asana::{Asana, AsanaConfig, CommentOutcome};
-use crate::github::{Error as GitHubError, GitHub, MergeMethod, MergeRefusal, MergeRequest, Repo};
+use crate::asana::{Asana, CommentOutcome};
+use crate::background::{BackgroundLoop, LeaseSpec, Next, Tick};
+use crate::github::{Error as GitHubError, GitHub, MergeMethod, MergeRefusal, MergeRequest};
 use crate::mirror::Poster;
-use crate::profile::{GithubSettings, Profile};
+use crate::profile::GithubSettings;
 use crate::store::{PrLink, Request, Run, RunState, Store, StoreError, short_sha};
 use crate::text::{neutralize_mentions, one_line};
 
@@ -38,22 +37,19 @@ const MERGEABLE_PATIENCE: Duration = Duration::from_secs(10 * 60);
 const CARRY_CLAIM: Duration = Duration::from_secs(10 * 60);
 
 /// Eagle's hands for approved requests.
-#[derive(Clone)]
 pub struct Carrier {
     store: Store,
     /// Eagle's identity in the executor channel.
     poster: Poster,
-    github: Option<(GitHub, GithubSettings, Repo)>,
+    /// Eagle's GitHub client and settings (the repository merges go to).
+    github: Option<(GitHub, GithubSettings)>,
     asana: Option<std::sync::Arc<Asana>>,
+    /// This instance's name for claiming a request.
     instance: String,
-    /// One carrier per deployment.
-    lease: std::sync::Arc<tokio::sync::Mutex<crate::singleton::Lease>>,
     /// Requests put off (`Later`): not tried again before then, the wait
     /// doubling with each try, so that a slow GitHub is not asked on every
     /// change of the database.
-    later: std::sync::Arc<
-        std::sync::Mutex<std::collections::HashMap<i64, (tokio::time::Instant, u32)>>,
-    >,
+    later: std::collections::HashMap<i64, (tokio::time::Instant, u32)>,
 }
 
 impl std::fmt::Debug for Carrier {
@@ -77,82 +73,47 @@ enum Outcome {
     Later(String),
 }
 
+impl BackgroundLoop for Carrier {
+    const NAME: &'static str = "carrier";
+    /// A merge or a comment half-way is claimed and looked for again.
+    const ABANDON_ON_STOP: bool = true;
+
+    fn lease(&self) -> Option<LeaseSpec> {
+        Some(LeaseSpec {
+            name: LEASE,
+            ttl: LEASE_TTL,
+        })
+    }
+
+    async fn tick(&mut self, tick: &mut Tick<'_>) -> anyhow::Result<Next> {
+        self.sweep(tick).await?;
+        Ok(Next::After(PERIODIC))
+    }
+}
+
 impl Carrier {
-    /// The carrier of the orchestrator profile: its `[github]` token merges,
-    /// its `[asana]` token comments.
-    pub fn for_profile(profile: &Profile, store: Store, poster: Poster) -> anyhow::Result<Carrier> {
-        let github = match &profile.github {
-            None => None,
-            Some(settings) => {
-                let repo: Repo = settings
-                    .repo
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("profile {}: github.repo: {e}", profile.name))?;
-                let client = crate::prloop::client(settings, &store)
-                    .map_err(|e| anyhow::anyhow!("profile {}: github: {e}", profile.name))?;
-                Some((client, settings.clone(), repo))
-            }
-        };
-        let asana = match &profile.asana {
-            None => None,
-            Some(settings) => Some(std::sync::Arc::new(
-                Asana::new(AsanaConfig::new(
-                    settings.api_url.clone(),
-                    settings.token.clone(),
-                ))
-                .map_err(|e| anyhow::anyhow!("profile {}: asana: {e}", profile.name))?,
-            )),
-        };
-        let instance = crate::host::instance_name();
-        Ok(Carrier {
+    /// The carrier of the orchestrator profile: `github` (its client and
+    /// `[github]`) merges, `asana` comments; `instance` names this process.
+    pub fn new(
+        store: Store,
+        poster: Poster,
+        github: Option<(GitHub, GithubSettings)>,
+        asana: Option<std::sync::Arc<Asana>>,
+        instance: String,
+    ) -> Carrier {
+        Carrier {
             store,
             poster,
             github,
             asana,
-            later: std::sync::Arc::default(),
-            lease: std::sync::Arc::new(tokio::sync::Mutex::new(crate::singleton::Lease::new(
-                LEASE,
-                instance.clone(),
-                LEASE_TTL,
-            ))),
             instance,
-        })
-    }
-
-    /// Works until `shutdown`, woken by the database.
-    pub async fn run(&self, shutdown: CancellationToken) {
-        let mut changes = self.store.changes();
-        let mut backoff = crate::backoff::Backoff::new();
-        loop {
-            changes.mark_seen();
-            let wait = match tokio::select! {
-                result = self.sweep() => result,
-                _ = shutdown.cancelled() => break,
-            } {
-                Ok(_) => {
-                    backoff.succeeded();
-                    PERIODIC.min(self.lease.lock().await.renew_in())
-                }
-                Err(error) => {
-                    let wait = backoff.failed();
-                    tracing::error!(%error, "carrying out approved requests failed; retrying");
-                    wait
-                }
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                // Background work: let the change that woke it (a chat
-                // reply on its way, say) go first, and take a burst as one.
-                _ = changes.changed() => tokio::time::sleep(crate::singleton::SETTLE).await,
-                _ = tokio::time::sleep(wait) => {}
-            }
+            later: std::collections::HashMap::new(),
         }
-        self.lease.lock().await.release(&self.store).await;
     }
 
     /// Carries out the approved requests waiting for it. Returns how many
     /// were settled.
-    pub async fn sweep(&self) -> Result<usize, StoreError> {
+    pub async fn sweep(&mut self, tick: &mut Tick<'_>) -> Result<usize, StoreError> {
         let mut settled = 0;
         for request in self.store.requests_to_carry_out(BATCH).await? {
             if self.put_off(request.id) {
@@ -161,7 +122,7 @@ impl Carrier {
             // While this instance leads, and holds the request itself: a
             // lease that changed hands in the middle never makes two carry
             // one request out.
-            if !self.lease.lock().await.hold(&self.store).await? {
+            if !tick.leads().await? {
                 break;
             }
             if !self
@@ -203,10 +164,7 @@ impl Carrier {
                 Outcome::Done(text) => (text.as_str(), true),
                 Outcome::Refused(text) => (text.as_str(), false),
             };
-            self.later
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&request.id);
+            self.later.remove(&request.id);
             let mut tx = self.store.begin_write().await?;
             if tx.record_carried_out(request.id, text, done).await? {
                 let line = format!(
@@ -225,15 +183,14 @@ impl Carrier {
 
     /// Whether a request was put off and its time has not come.
     fn put_off(&self, id: i64) -> bool {
-        let later = self.later.lock().unwrap_or_else(|e| e.into_inner());
-        later
+        self.later
             .get(&id)
             .is_some_and(|(at, _)| *at > tokio::time::Instant::now())
     }
 
     /// Puts a request off: 5 s, doubling, at most 5 minutes.
-    fn try_later(&self, id: i64) -> Duration {
-        let mut later = self.later.lock().unwrap_or_else(|e| e.into_inner());
+    fn try_later(&mut self, id: i64) -> Duration {
+        let later = &mut self.later;
         let tries = later.get(&id).map_or(0, |(_, n)| *n);
         let wait = Duration::from_secs(5)
             .saturating_mul(1 << tries.min(6))
@@ -243,7 +200,7 @@ impl Carrier {
     }
 
     async fn merge(&self, request: &Request, run: &Run) -> Outcome {
-        let Some((client, settings, default_repo)) = &self.github else {
+        let Some((client, settings)) = &self.github else {
             return Outcome::Refused(
                 "Eagle did not merge: it has no [github] configured; merge the PR by hand".into(),
             );
@@ -265,7 +222,7 @@ impl Carrier {
         if let Some(other) = run
             .pr_repo
             .as_deref()
-            .filter(|r| !r.eq_ignore_ascii_case(&settings.repo))
+            .filter(|r| !settings.repo.is_named(r))
         {
             return Outcome::Refused(format!(
                 "Eagle did not merge: the run's PR is in {}, not in github.repo {}",
@@ -273,7 +230,7 @@ impl Carrier {
                 settings.repo
             ));
         }
-        let repo = default_repo.clone();
+        let repo = settings.repo.clone();
         let number = number as u64;
         // Looked at first: a merge made before a crash is not made again,
         // and a head that moved is refused without spending a merge.

@@ -1,16 +1,21 @@
-//! The command line: what `eagle` accepts, and the code behind each subcommand.
+//! The command line: what `eagle` accepts (the clap definitions) and the
+//! dispatch of each subcommand to the code behind it: the daemon for `run`
+//! and `shell`, `check`, `profile`, `policy`, the one-off passes of
+//! `analyze` and `import`, and the worker-side commands.
 
-mod analyze;
+mod check;
+mod once;
 mod policy;
+mod profiles;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 
+use crate::daemon::Setup;
 use crate::profile::{self, Profile, UserRef};
 use crate::store::Store;
 
@@ -232,6 +237,7 @@ pub fn run_worker_side(cli: Cli, env: BTreeMap<String, String>) -> ExitCode {
             rules,
             argv,
         } => crate::worker::shim(
+            &env,
             std::time::Duration::from_secs(deadline),
             rules.as_deref(),
             &argv,
@@ -251,15 +257,38 @@ fn harden() {
     }
 }
 
-/// Runs the parsed command line. `env` is the process environment, read once.
-pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<ExitCode> {
+/// What `main` read of the process, once: nothing else reads the
+/// environment.
+#[derive(Debug, Clone, Default)]
+pub struct Process {
+    /// The environment variables (the profile's `EAGLE_*` overrides, the
+    /// workers' allowed names, `USER`).
+    pub env: BTreeMap<String, String>,
+    /// The running `eagle` binary: workers' shim, `eagle request`, the
+    /// plugin compiler.
+    pub exe: Option<PathBuf>,
+    /// Whether standard input is a terminal (the shell shows prompts).
+    pub interactive: bool,
+}
+
+impl Process {
+    fn exe(&self) -> anyhow::Result<PathBuf> {
+        self.exe
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("cannot tell where the eagle binary is"))
+    }
+}
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
+    let env = &process.env;
     if cli.command.is_worker_side() {
-        return Ok(run_worker_side(cli, env));
+        return Ok(run_worker_side(cli, process.env));
     }
     // Plugins are compiled by a short-lived `eagle` of their own: the
     // compiler's memory never stays with the long-running process.
-    if let Ok(exe) = std::env::current_exe() {
-        crate::policy::compile_in_child_processes(exe);
+    if let Some(exe) = &process.exe {
+        crate::policy::compile_in_child_processes(exe.clone());
     }
     let dir = &cli.profiles_dir;
     match cli.command {
@@ -268,11 +297,11 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             topic,
             user,
         } => {
-            let profile = load(dir, &profile.profile, &env)?;
+            let profile = load(dir, &profile.profile, env)?;
             let user = user.map(|u| parse_user(&u)).transpose().context("--user")?;
             // The executor's settings, if there is an executor profile.
             let executor = if dir.join("executor.toml").is_file() && profile.name != "executor" {
-                Some(load(dir, "executor", &env)?)
+                Some(load(dir, "executor", env)?)
             } else {
                 None
             };
@@ -282,17 +311,23 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
                 topic,
                 user,
                 login: env.get("USER").cloned().unwrap_or_else(|| "local".into()),
-                interactive: crate::shell::stdin_is_terminal(),
-                executor,
-                env: env.clone(),
+                interactive: process.interactive,
+            };
+            let setup = Setup {
+                store: store.clone(),
+                exe: process.exe()?,
+                executor: Some(executor.unwrap_or_else(|| profile.clone())),
+                eagle: Some(profile),
+                demo_worker: true,
             };
             let stdin = tokio::io::BufReader::new(tokio::io::stdin());
-            crate::shell::run(&profile, &store, &options, stdin, tokio::io::stdout()).await?;
+            let result = crate::shell::run(setup, options, stdin, tokio::io::stdout()).await;
             store.close().await;
+            result?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Migrate(profile) => {
-            let profile = load(dir, &profile.profile, &env)?;
+            let profile = load(dir, &profile.profile, env)?;
             let store = Store::connect(&profile.database_url).await?;
             let applied = store.migrate().await?;
             let total = store.applied_migrations().await?;
@@ -304,33 +339,20 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             store.close().await;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Profile(ProfileCommand::List) => {
-            let names = profile::list(dir)
-                .with_context(|| format!("cannot read the profiles directory {}", dir.display()))?;
-            if names.is_empty() {
-                println!("no profiles in {}", dir.display());
-            }
-            for name in names {
-                match Profile::load(dir, &name, &env) {
-                    Ok(p) => println!("{name}\t{}\t{}", p.role.as_str(), p.display_name),
-                    Err(e) => println!("{name}\tinvalid: {e}"),
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Profile(ProfileCommand::List) => profiles::list(dir, env),
         Command::Profile(ProfileCommand::Show { name }) => {
-            let profile = load(dir, &name, &env)?;
-            print!("{}", show_profile(&profile, &env));
+            let profile = load(dir, &name, env)?;
+            print!("{}", profiles::show_profile(&profile, env));
             Ok(ExitCode::SUCCESS)
         }
         Command::Profile(ProfileCommand::Create { name, clone_from }) => {
-            create_profile(dir, &name, &clone_from)?;
+            profiles::create_profile(dir, &name, &clone_from)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(profile) => {
-            let profile = load(dir, &profile.profile, &env)?;
+            let profile = load(dir, &profile.profile, env)?;
             // Everything is validated before anything starts.
-            let creds = profile.zulip_credentials(&env)?;
+            let creds = profile.zulip_credentials(env)?;
             if profile.role == crate::profile::Role::Executor
                 && profile.runner.worker_command.is_none()
             {
@@ -344,27 +366,44 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             let store = open_store(&profile).await?;
             let shutdown = tokio_util::sync::CancellationToken::new();
             spawn_signal_handler(shutdown.clone())?;
-            let loops = start_role(&profile, &creds, &store, &env, &shutdown).await?;
-            let result = crate::zulip::bot::run(&profile, &creds, &store, shutdown.clone()).await;
-            shutdown.cancel();
-            for task in loops {
-                let _ = task.await;
+            let mut transport = crate::zulip::bot::ZulipTransport::new(&profile, creds)?;
+            let name = profile.name.clone();
+            let setup = match profile.role {
+                crate::profile::Role::Orchestrator => Setup {
+                    store: store.clone(),
+                    exe: process.exe()?,
+                    eagle: Some(profile),
+                    executor: None,
+                    demo_worker: false,
+                },
+                crate::profile::Role::Executor => Setup {
+                    store: store.clone(),
+                    exe: process.exe()?,
+                    eagle: None,
+                    executor: Some(profile),
+                    demo_worker: false,
+                },
+            };
+            let result = async {
+                let ctx = crate::daemon::Context::build(setup, &mut transport).await?;
+                crate::daemon::run(ctx, transport, shutdown).await
             }
+            .await;
             store.close().await;
             result?;
-            tracing::info!(profile = %profile.name, "stopped cleanly");
+            tracing::info!(profile = %name, "stopped cleanly");
             Ok(ExitCode::SUCCESS)
         }
         Command::Check(profile) => {
-            let profile = load(dir, &profile.profile, &env)?;
-            check(&profile, &env).await
+            let profile = load(dir, &profile.profile, env)?;
+            check::check(&profile, env).await
         }
-        Command::Policy(command) => policy::run(dir, command, &env).await,
+        Command::Policy(command) => policy::run(dir, command, env).await,
         Command::Import(profile) => {
-            let profile = load(dir, &profile.profile, &env)?;
+            let profile = load(dir, &profile.profile, env)?;
             harden();
             let store = open_store(&profile).await?;
-            let result = import(&profile, &store).await;
+            let result = once::import(profile, &store, process.exe()?).await;
             store.close().await;
             result
         }
@@ -373,10 +412,11 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
             reanalyze_skipped,
             dry_run,
         } => {
-            let profile = load(dir, &profile.profile, &env)?;
+            let profile = load(dir, &profile.profile, env)?;
             harden();
             let store = open_store(&profile).await?;
-            let result = analyze::run(&profile, &store, &env, reanalyze_skipped, dry_run).await;
+            let result =
+                once::analyze(profile, &store, process.exe()?, reanalyze_skipped, dry_run).await;
             store.close().await;
             result
         }
@@ -384,193 +424,6 @@ pub async fn run(cli: Cli, env: BTreeMap<String, String>) -> anyhow::Result<Exit
         | Command::Hook(_)
         | Command::DemoWorker { .. }
         | Command::WorkerShim { .. } => Ok(ExitCode::from(2)),
-    }
-}
-
-/// What `eagle check` says about the analyzer, GitHub and Asana.
-fn integration_checks(profile: &Profile) -> Vec<(crate::runner::Severity, String)> {
-    use crate::profile::Role;
-    use crate::runner::Severity;
-    let mut out = Vec::new();
-    let human = |d: std::time::Duration| humantime::format_duration(d).to_string();
-    match (&profile.github, profile.role) {
-        (Some(g), role) => out.push((
-            Severity::Ok,
-            match role {
-                Role::Executor => format!(
-                    "github: the PRs of {} are followed every {} (CI grace {}, {} fix-ci worker(s) and {} PR worker(s) per run at most{})",
-                    g.repo,
-                    human(g.poll_interval),
-                    human(g.ci_grace),
-                    g.ci_attempts,
-                    g.max_rounds,
-                    if g.required_checks.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; required: {}", g.required_checks.join(", "))
-                    }
-                ),
-                Role::Orchestrator => format!(
-                    "github: Eagle merges approved merge_pr requests in {} ({})",
-                    g.repo, g.merge_method
-                ),
-            },
-        )),
-        (None, Role::Executor) => out.push((
-            Severity::Warn,
-            "no [github]: runs that reach pr wait there, and nothing follows their PRs (profiles/executor.toml, [github])".into(),
-        )),
-        (None, Role::Orchestrator) => out.push((
-            Severity::Ok,
-            "no [github]: an approved merge_pr is recorded, and the merge is left to a human".into(),
-        )),
-    }
-    if profile.role == Role::Orchestrator {
-        match &profile.analyzer.command {
-            Some(command) => out.push((
-                Severity::Ok,
-                format!(
-                    "analyzer: filters, then `{}` (no output {}, at most {})",
-                    command.template,
-                    human(profile.analyzer.no_output_timeout),
-                    human(profile.analyzer.hard_timeout)
-                ),
-            )),
-            None => out.push((
-                Severity::Ok,
-                "analyzer: filters only (no analysis command): kept tasks go to for_review".into(),
-            )),
-        }
-        if let Some(a) = &profile.asana {
-            let mut places = Vec::new();
-            places.extend(a.projects.iter().map(|(_, s)| s.clone()));
-            places.extend(a.sections.iter().map(|(_, s)| s.clone()));
-            places.extend(a.my_tasks.iter().map(|(_, s)| s.clone()));
-            places.extend(a.followed_source.iter().cloned());
-            out.push((
-                Severity::Ok,
-                format!(
-                    "asana: imports {} every {} (workspace {})",
-                    places.join(", "),
-                    human(a.poll_interval),
-                    a.workspace
-                ),
-            ));
-        }
-    }
-    out
-}
-
-/// `eagle import`: one Asana import.
-async fn import(profile: &Profile, store: &Store) -> anyhow::Result<ExitCode> {
-    let Some(intake) = crate::intake::Intake::for_profile(profile, store.clone())? else {
-        anyhow::bail!(
-            "profile {} has no [asana] section: nothing to import (see profiles/eagle.toml)",
-            profile.name
-        );
-    };
-    let summary = intake.import().await?;
-    println!("{}", summary.text());
-    Ok(if summary.failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
-}
-
-/// Starts what the profile's role does besides chat: Eagle's decider (with
-/// its plugins, watched for changes), or the executor's runner.
-async fn start_role(
-    profile: &Profile,
-    creds: &crate::profile::ZulipCredentials,
-    store: &Store,
-    env: &BTreeMap<String, String>,
-    shutdown: &tokio_util::sync::CancellationToken,
-) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
-    let poster = crate::mirror::Poster {
-        identity: profile.name.clone(),
-        channel: profile.executor_channel.clone(),
-    };
-    match profile.role {
-        crate::profile::Role::Orchestrator => {
-            // Eagle decides by its plugins: load them now (a plugin that
-            // fails is reported and votes escalate) and watch for drop-ins.
-            let host = crate::policy::PolicyHost::for_profile(profile).await?;
-            for plugin in host.plugins() {
-                tracing::info!(plugin = %plugin.identity, state = %plugin.state, "policy plugin");
-            }
-            let watcher = host.spawn_watcher(shutdown.clone());
-            let people = crate::mirror::People {
-                owner_fallback: crate::zulip::bot::owner_mention(creds, profile.owner.as_ref())
-                    .await,
-                zulip: true,
-            };
-            let analyzer = crate::analyzer::Analyzer::for_profile(
-                profile,
-                store.clone(),
-                host.clone(),
-                poster.clone(),
-                true,
-                env,
-            )?;
-            let carrier =
-                crate::carry::Carrier::for_profile(profile, store.clone(), poster.clone())?;
-            let intake = crate::intake::Intake::for_profile(profile, store.clone())?;
-            let decider = crate::decisions::Decider {
-                store: store.clone(),
-                policy: host.clone(),
-                poster,
-                people,
-                settings: crate::decisions::DeciderSettings {
-                    reminder_after: profile.decisions.reminder_after,
-                    approval_ttl: profile.decisions.approval_ttl,
-                },
-            };
-            let stop = || shutdown.clone();
-            let mut loops = vec![
-                watcher,
-                tokio::spawn({
-                    let stop = stop();
-                    async move { decider.run(stop).await }
-                }),
-                tokio::spawn({
-                    let stop = stop();
-                    async move { analyzer.run(stop).await }
-                }),
-                tokio::spawn({
-                    let stop = stop();
-                    async move { carrier.run(stop).await }
-                }),
-            ];
-            if let Some(intake) = intake {
-                let stop = stop();
-                loops.push(tokio::spawn(async move { intake.run(stop).await }));
-            }
-            Ok(loops)
-        }
-        crate::profile::Role::Executor => {
-            let people = crate::mirror::People {
-                owner_fallback: profile.owner.as_ref().map(ToString::to_string),
-                zulip: true,
-            };
-            let runner = crate::runner::Runner::new(
-                profile,
-                store.clone(),
-                crate::runner::RunnerOptions {
-                    identity: profile.name.clone(),
-                    people: people.clone(),
-                    demo_if_unset: false,
-                    exe: None,
-                },
-                env.clone(),
-            )?;
-            let prs = crate::prloop::PrLoop::for_profile(profile, store.clone(), poster, people)?;
-            let (stop, stop_prs) = (shutdown.clone(), shutdown.clone());
-            Ok(vec![
-                tokio::spawn(async move { runner.run(stop).await }),
-                tokio::spawn(async move { prs.run(stop_prs).await }),
-            ])
-        }
     }
 }
 
@@ -599,137 +452,6 @@ fn parse_user(text: &str) -> anyhow::Result<UserRef> {
     bail!("{text:?} is neither an email nor a user id")
 }
 
-/// The human-readable view of a profile. Never prints a secret: the API key
-/// is reported as present or missing, the database URL without its password.
-pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String {
-    let mut out = String::new();
-    let list = |items: &[UserRef]| {
-        if items.is_empty() {
-            "(none)".to_string()
-        } else {
-            items
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    };
-    let _ = writeln!(
-        out,
-        "profile:       {} ({})",
-        profile.name,
-        profile.path.display()
-    );
-    let _ = writeln!(out, "role:          {}", profile.role.as_str());
-    let _ = writeln!(out, "display name:  {}", profile.display_name);
-    let zulip = match profile.zulip_credentials(env) {
-        Ok(creds) => format!(
-            "{} as {} (API key: present; from {})",
-            creds.site, creds.email, creds.source
-        ),
-        Err(e) => format!("not usable: {e}"),
-    };
-    let _ = writeln!(out, "zuliprc:       {}", profile.zuliprc.display());
-    let _ = writeln!(out, "zulip:         {zulip}");
-    let _ = writeln!(out, "database:      {}", profile.database_url.redacted());
-    let _ = writeln!(out, "data dir:      {}", profile.data_dir.display());
-    let _ = writeln!(out, "profile state: {}", profile.state_dir().display());
-    let _ = writeln!(out, "approvers:     {}", list(&profile.approvers));
-    let _ = writeln!(
-        out,
-        "owner:         {}",
-        profile
-            .owner
-            .as_ref()
-            .map_or("(none)".into(), ToString::to_string)
-    );
-    let channels = if profile.channels.is_empty() {
-        "(every channel the bot is subscribed to)".to_string()
-    } else {
-        profile.channels.join(", ")
-    };
-    let _ = writeln!(out, "channels:      {channels}");
-    let _ = writeln!(out, "executor runs: #{}", profile.executor_channel);
-    if let Some(bot) = &profile.executor_bot {
-        let _ = writeln!(out, "executor bot:  {bot}");
-    }
-    let _ = writeln!(
-        out,
-        "persona:       {}",
-        profile
-            .persona
-            .as_ref()
-            .map_or("(none)".into(), |p| p.display().to_string())
-    );
-    let _ = writeln!(
-        out,
-        "late commands: older than {} are reported, not run",
-        humantime::format_duration(profile.zulip.late_command_age)
-    );
-    let _ = writeln!(
-        out,
-        "plugins:       dir {}{}",
-        profile.policy.dir.display(),
-        if profile.policy.load_all {
-            ", loading every .wasm in it"
-        } else {
-            ""
-        }
-    );
-    for (i, plugin) in profile.policy.plugins.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "  {}. {} (fuel {}, memory {} MiB, timeout {} ms, config {})",
-            i + 1,
-            plugin.source,
-            plugin.limits.fuel,
-            plugin.limits.memory_bytes >> 20,
-            plugin.limits.timeout.as_millis(),
-            plugin.config_json
-        );
-    }
-    out
-}
-
-/// Copies profile `from` (and its persona) to `name`, pointing the copy at
-/// its own zuliprc so that two profiles never share one bot identity.
-pub fn create_profile(dir: &Path, name: &str, from: &str) -> anyhow::Result<()> {
-    profile::validate_name(name).map_err(anyhow::Error::msg)?;
-    profile::validate_name(from).map_err(anyhow::Error::msg)?;
-    let source = dir.join(format!("{from}.toml"));
-    let target = dir.join(format!("{name}.toml"));
-    if target.exists() {
-        bail!("{} exists already; pick another name", target.display());
-    }
-    let text = std::fs::read_to_string(&source)
-        .with_context(|| format!("cannot read profile {}", source.display()))?;
-    let text = text
-        .replace(
-            &format!("\"{from}.zuliprc\""),
-            &format!("\"{name}.zuliprc\""),
-        )
-        .replace(
-            &format!("\"{from}.soul.md\""),
-            &format!("\"{name}.soul.md\""),
-        );
-    std::fs::write(&target, text).with_context(|| format!("cannot write {}", target.display()))?;
-    let persona = dir.join(format!("{from}.soul.md"));
-    if persona.is_file() {
-        let copy = dir.join(format!("{name}.soul.md"));
-        if !copy.exists() {
-            std::fs::copy(&persona, &copy)
-                .with_context(|| format!("cannot copy {}", persona.display()))?;
-        }
-    }
-    println!(
-        "created {} from {}; give it its own bot: put its zuliprc at {}",
-        target.display(),
-        source.display(),
-        dir.join(format!("{name}.zuliprc")).display()
-    );
-    Ok(())
-}
-
 /// Cancels `shutdown` on SIGINT or SIGTERM.
 fn spawn_signal_handler(shutdown: tokio_util::sync::CancellationToken) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -743,82 +465,4 @@ fn spawn_signal_handler(shutdown: tokio_util::sync::CancellationToken) -> anyhow
         shutdown.cancel();
     });
     Ok(())
-}
-
-async fn check(profile: &Profile, env: &BTreeMap<String, String>) -> anyhow::Result<ExitCode> {
-    println!(
-        "ok    profile {}: settings are valid ({})",
-        profile.name,
-        profile.path.display()
-    );
-    let store = open_store(profile).await?;
-    println!(
-        "ok    database {}: reachable, {} migration(s) applied",
-        store.url(),
-        store.applied_migrations().await?
-    );
-    let week = std::time::Duration::from_secs(7 * 24 * 3600);
-    match store.given_up(&profile.name, week).await? {
-        (0, _) => println!("ok    outbox: nothing given up in the last 7 days"),
-        (n, last) => println!(
-            "WARN  outbox: {n} message(s) could not be delivered in the last 7 days and were given up (the last: {})",
-            last.as_deref().unwrap_or("no error recorded")
-        ),
-    }
-    store.close().await;
-    let mut local_ok = true;
-    for (severity, text) in crate::runner::checks(profile)
-        .into_iter()
-        .chain(integration_checks(profile))
-    {
-        use crate::runner::Severity;
-        let label = match severity {
-            Severity::Ok => "ok  ",
-            Severity::Warn => "WARN",
-            Severity::Fail => "FAIL",
-        };
-        local_ok &= severity != Severity::Fail;
-        println!("{label}  {text}");
-    }
-    let creds = profile.zulip_credentials(env)?;
-    println!(
-        "ok    zuliprc {}: {} at {}",
-        creds.source, creds.email, creds.site
-    );
-    let mut findings = crate::zulip::bot::check(profile, &creds).await;
-    // Eagle decides by its plugins: each must load.
-    if profile.role == crate::profile::Role::Orchestrator {
-        let host = crate::policy::PolicyHost::for_profile(profile).await?;
-        for plugin in host.plugins() {
-            findings.push(crate::zulip::bot::Finding {
-                ok: plugin.loaded,
-                text: format!(
-                    "policy plugin {} ({}): {}",
-                    plugin.identity, plugin.identity.source, plugin.state
-                ),
-            });
-        }
-    }
-    let mut ok = local_ok;
-    for finding in &findings {
-        println!(
-            "{}  {}",
-            if finding.ok { "ok  " } else { "FAIL" },
-            finding.text
-        );
-        ok &= finding.ok;
-    }
-    if ok {
-        println!(
-            "profile {} is ready: `eagle run --profile {}`",
-            profile.name, profile.name
-        );
-        Ok(ExitCode::SUCCESS)
-    } else {
-        println!(
-            "profile {} is not ready: fix what FAIL says, then check again",
-            profile.name
-        );
-        Ok(ExitCode::FAILURE)
-    }
 }

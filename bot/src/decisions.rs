@@ -16,8 +16,7 @@
 
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
+use crate::background::{BackgroundLoop, Next, Tick, Wake};
 use crate::mirror::{People, Poster};
 use crate::policy::{Outcome, PolicyHost, PolicyRequest, PolicyTask, RequestKind};
 use crate::store::{Request, RequestStatus, Run, Store, StoreError, Task};
@@ -55,6 +54,21 @@ pub struct Sweep {
     pub next_due: Option<Duration>,
 }
 
+impl BackgroundLoop for Decider {
+    const NAME: &'static str = "decider";
+    /// A worker waits on every decision: no settling.
+    const WAKE: Wake = Wake::Changes;
+
+    async fn tick(&mut self, _: &mut Tick<'_>) -> anyhow::Result<Next> {
+        Ok(match self.sweep().await? {
+            Sweep { more: true, .. } => Next::Again,
+            Sweep { next_due, .. } => {
+                Next::After(next_due.map_or(PERIODIC, |due| due.min(PERIODIC)))
+            }
+        })
+    }
+}
+
 /// Everything the decider needs.
 #[derive(Debug, Clone)]
 pub struct Decider {
@@ -67,32 +81,6 @@ pub struct Decider {
 }
 
 impl Decider {
-    /// Decides until `shutdown`.
-    pub async fn run(&self, shutdown: CancellationToken) {
-        let mut changes = self.store.changes();
-        let mut backoff = crate::backoff::Backoff::new();
-        loop {
-            changes.mark_seen();
-            let wait = match self.sweep().await {
-                Ok(Sweep { more: true, .. }) => continue,
-                Ok(Sweep { next_due, .. }) => {
-                    backoff.succeeded();
-                    next_due.map_or(PERIODIC, |due| due.min(PERIODIC))
-                }
-                Err(error) => {
-                    let wait = backoff.failed();
-                    tracing::error!(%error, wait_ms = wait.as_millis() as u64, "the decider cannot reach the database; retrying");
-                    wait
-                }
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = changes.changed() => {}
-                _ = tokio::time::sleep(wait) => {}
-            }
-        }
-    }
-
     /// One pass over everything waiting for Eagle.
     pub async fn sweep(&self) -> Result<Sweep, StoreError> {
         let pending = self.store.pending_requests(BATCH).await?;

@@ -15,14 +15,11 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use chrono::Utc;
-use tokio_util::sync::CancellationToken;
-
-use crate::asana::{
-    Asana, AsanaConfig, AsanaTask, Completion, MyTasksSection, Place, PlatformRule, Source,
-};
-use crate::profile::{AsanaSettings, Profile};
+use crate::asana::{Asana, AsanaTask, Completion, MyTasksSection, Place, Source};
+use crate::background::{BackgroundLoop, LeaseSpec, Next, Tick, Wake};
+use crate::profile::AsanaSettings;
 use crate::store::{ExternalTask, Store, StoreError, Upserted};
+use chrono::Utc;
 
 const LEASE: &str = "asana-intake";
 const LEASE_TTL: Duration = Duration::from_secs(120);
@@ -73,14 +70,14 @@ pub enum IntakeError {
 }
 
 /// The importer of one profile.
-#[derive(Clone)]
 pub struct Intake {
     store: Store,
     asana: std::sync::Arc<Asana>,
     settings: AsanaSettings,
     /// How the profile names its owner (the default filter compares it).
     owner: Option<String>,
-    instance: String,
+    /// When the next import is due.
+    due: tokio::time::Instant,
 }
 
 impl std::fmt::Debug for Intake {
@@ -91,70 +88,52 @@ impl std::fmt::Debug for Intake {
     }
 }
 
-impl Intake {
-    /// The importer of `profile`, or `None` without `[asana]`.
-    pub fn for_profile(profile: &Profile, store: Store) -> anyhow::Result<Option<Intake>> {
-        let Some(settings) = &profile.asana else {
-            return Ok(None);
-        };
-        let mut config = AsanaConfig::new(settings.api_url.clone(), settings.token.clone());
-        config.platform = PlatformRule {
-            field: settings.platform_field.clone(),
-            tags: settings.platform_tags.clone(),
-        };
-        let asana = Asana::new(config)
-            .map_err(|e| anyhow::anyhow!("profile {}: asana: {e}", profile.name))?;
-        Ok(Some(Intake {
-            store,
-            asana: std::sync::Arc::new(asana),
-            settings: settings.clone(),
-            owner: profile.owner.as_ref().map(ToString::to_string),
-            instance: crate::host::instance_name(),
-        }))
+impl BackgroundLoop for Intake {
+    const NAME: &'static str = "Asana intake";
+    /// Asana is polled; the database has nothing to say about it.
+    const WAKE: Wake = Wake::Timer;
+    const ABANDON_ON_STOP: bool = true;
+    /// A failing Asana is not asked again at once.
+    const MIN_BACKOFF: Duration = Duration::from_secs(5);
+
+    fn lease(&self) -> Option<LeaseSpec> {
+        Some(LeaseSpec {
+            name: LEASE,
+            ttl: LEASE_TTL,
+        })
     }
 
-    /// Imports every `poll_interval` until `shutdown`.
-    pub async fn run(&self, shutdown: CancellationToken) {
-        let mut lease = crate::singleton::Lease::new(LEASE, self.instance.clone(), LEASE_TTL);
-        let mut backoff = crate::backoff::Backoff::new();
-        // When the next import is due; the lease is renewed in between.
-        let mut due = tokio::time::Instant::now();
-        loop {
-            let wait = match lease.hold(&self.store).await {
-                Ok(true) if tokio::time::Instant::now() < due => due
-                    .saturating_duration_since(tokio::time::Instant::now())
-                    .min(lease.renew_in()),
-                Ok(true) => match tokio::select! {
-                    result = self.import() => result,
-                    _ = shutdown.cancelled() => break,
-                } {
-                    Ok(summary) => {
-                        backoff.succeeded();
-                        if summary.created + summary.updated > 0 || !summary.failed.is_empty() {
-                            tracing::info!("{}", summary.text());
-                        }
-                        due = tokio::time::Instant::now() + self.settings.poll_interval;
-                        self.settings.poll_interval.min(lease.renew_in())
-                    }
-                    Err(error) => {
-                        let wait = backoff.failed().max(Duration::from_secs(5));
-                        tracing::error!(%error, wait_ms = wait.as_millis() as u64, "the Asana import failed; retrying");
-                        due = tokio::time::Instant::now() + wait;
-                        wait
-                    }
-                },
-                Ok(false) => lease.renew_in(),
-                Err(error) => {
-                    tracing::error!(%error, "cannot take the Asana intake's lease");
-                    backoff.failed()
-                }
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(wait) => {}
-            }
+    /// Imports every `poll_interval`.
+    async fn tick(&mut self, _: &mut Tick<'_>) -> anyhow::Result<Next> {
+        let now = tokio::time::Instant::now();
+        if now < self.due {
+            return Ok(Next::After(self.due - now));
         }
-        lease.release(&self.store).await;
+        let summary = self.import().await?;
+        if summary.created + summary.updated > 0 || !summary.failed.is_empty() {
+            tracing::info!("{}", summary.text());
+        }
+        self.due = tokio::time::Instant::now() + self.settings.poll_interval;
+        Ok(Next::After(self.settings.poll_interval))
+    }
+}
+
+impl Intake {
+    /// The importer of `settings` through `asana`; `owner` is how the
+    /// profile names its owner.
+    pub fn new(
+        store: Store,
+        asana: std::sync::Arc<Asana>,
+        settings: AsanaSettings,
+        owner: Option<String>,
+    ) -> Intake {
+        Intake {
+            store,
+            asana,
+            settings,
+            owner,
+            due: tokio::time::Instant::now(),
+        }
     }
 
     /// One import of every configured place. A place that fails is named

@@ -6,11 +6,13 @@
 
 pub mod analyzer;
 pub mod asana;
+pub mod background;
 pub mod backoff;
 pub mod carry;
 pub mod chat;
 pub mod cli;
 pub mod commands;
+pub mod daemon;
 pub mod decisions;
 pub mod github;
 pub mod host;

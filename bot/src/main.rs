@@ -1,18 +1,29 @@
-//! The `eagle` binary: logging, the command line, and a runtime; the rest is
-//! in the library.
+//! The `eagle` binary: the one place that reads the process's environment,
+//! then logging, the command line and a runtime; the rest is in the library.
 
+use std::collections::BTreeMap;
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = eagle::cli::Cli::parse();
+    let env: BTreeMap<String, String> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
     if cli.command.is_worker_side() {
         // A worker's own commands: no runtime, no profile, no logging setup.
-        return eagle::cli::run_worker_side(cli, eagle::profile::process_env());
+        return eagle::cli::run_worker_side(cli, env);
     }
     eagle::host::limit_malloc_arenas();
-    eagle::logging::init(cli.command.default_log_filter());
+    eagle::logging::init(
+        cli.command.default_log_filter(),
+        env.get("RUST_LOG").map(String::as_str),
+        // Colours only for a person at a terminal: a file, a pipe or the
+        // journal gets plain text (and `NO_COLOR` is honoured).
+        std::io::stderr().is_terminal() && !env.contains_key("NO_COLOR"),
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -23,8 +34,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let env = eagle::profile::process_env();
-    match runtime.block_on(eagle::cli::run(cli, env)) {
+    let process = eagle::cli::Process {
+        env,
+        exe: std::env::current_exe().ok(),
+        interactive: std::io::stdin().is_terminal(),
+    };
+    match runtime.block_on(eagle::cli::run(cli, process)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("eagle: {e:#}");

@@ -61,14 +61,24 @@ pub fn cap(text: &str, max: usize) -> String {
     }
 }
 
+/// How a transport writes people's names in posts: the domain owns this
+/// interface, and the Zulip and shell transports implement it.
+pub trait Naming: std::fmt::Debug + Send + Sync {
+    /// A mention that notifies the person, if the transport can make one
+    /// for them (Zulip needs their user id).
+    fn mention(&self, full_name: &str, user_id: Option<i64>) -> Option<String>;
+    /// A mention that does not notify, if the transport has one.
+    fn silent_mention(&self, full_name: &str, user_id: Option<i64>) -> Option<String>;
+}
+
 /// How to address the people a run concerns.
 #[derive(Debug, Clone)]
 pub struct People {
     /// The mention of the profile's owner, when a task has no requester to
     /// mention: `@**Alex|26**` on Zulip, `@**alex**` in the shell.
     pub owner_fallback: Option<String>,
-    /// Whether requesters are Zulip users who can be mentioned by id.
-    pub zulip: bool,
+    /// How the transport names requesters.
+    pub naming: std::sync::Arc<dyn Naming>,
 }
 
 impl People {
@@ -77,13 +87,15 @@ impl People {
     pub fn owner_of(&self, task: Option<&Task>) -> Option<String> {
         let requester = task.and_then(|t| {
             let name = t.requested_by.as_deref()?;
-            match t.requested_by_id {
-                Some(id) if self.zulip && id > 0 => Some(crate::zulip::mention(name, id)),
-                _ if !self.zulip => Some(format!("@**{}**", plain_name(name))),
-                _ => None,
-            }
+            self.naming.mention(name, t.requested_by_id)
         });
         requester.or_else(|| self.owner_fallback.clone())
+    }
+
+    /// A silent mention of `task`'s requester, if the transport has one.
+    pub fn requester_silently(&self, task: &Task) -> Option<String> {
+        let name = task.requested_by.as_deref()?;
+        self.naming.silent_mention(name, task.requested_by_id)
     }
 
     /// The owner's name as plain text, for `waiting_on`.
@@ -96,10 +108,6 @@ impl People {
             })
             .unwrap_or_else(|| "the owner".into())
     }
-}
-
-fn plain_name(name: &str) -> String {
-    name.chars().filter(|c| *c != '*' && *c != '|').collect()
 }
 
 #[cfg(test)]

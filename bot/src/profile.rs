@@ -14,6 +14,7 @@ mod raw;
 #[cfg(test)]
 mod tests;
 mod validate;
+mod worker_env;
 pub mod zuliprc;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 
 pub use raw::{ENV_PREFIX, RESERVED_ENV};
+pub use worker_env::WorkerEnv;
 pub use zuliprc::{Tls, ZulipCredentials};
 
 /// The environment variable that overrides the profiles directory.
@@ -284,10 +286,10 @@ pub struct RunnerSettings {
     pub max_requests: usize,
     /// The Unix user workers run as (Eagle must be able to switch to it).
     pub worker_user: Option<String>,
-    /// Names of Eagle's environment variables a worker may see (its API key, say).
-    pub worker_env: Vec<String>,
-    /// The workers' `PATH` (default: Eagle's).
-    pub worker_path: Option<String>,
+    /// What a worker gets of Eagle's environment: the variables the
+    /// profile names (its API key, say) and its `PATH` (`worker_path`, by
+    /// default Eagle's), resolved at start-up.
+    pub worker_env: WorkerEnv,
     pub limits: KindLimits,
     /// Per prompt kind (`investigation`, `continue`, `fix_ci`, `fix_comments`, `pr_review`).
     pub kind_limits: BTreeMap<String, KindLimits>,
@@ -325,12 +327,11 @@ pub struct AnalyzerSettings {
     pub command: Option<WorkerCommand>,
     pub no_output_timeout: Duration,
     pub hard_timeout: Duration,
-    /// Names of Eagle's environment variables the command may see.
-    pub env: Vec<String>,
+    /// What the command gets of Eagle's environment (`env` names,
+    /// `path`), resolved at start-up.
+    pub env: WorkerEnv,
     /// The Unix user the command runs as.
     pub worker_user: Option<String>,
-    /// The command's `PATH` (default: Eagle's).
-    pub path: Option<String>,
     /// Where the conclusions about tasks from other sources (Asana) go.
     pub inbox_channel: String,
     pub inbox_topic: String,
@@ -341,7 +342,7 @@ pub struct AnalyzerSettings {
 pub struct GithubSettings {
     pub api_url: url::Url,
     /// `owner/name`: where runs open their PRs.
-    pub repo: String,
+    pub repo: crate::github::Repo,
     /// From the environment variable `token_env` or the file `token_file`.
     pub token: SecretString,
     /// Checks that must be green (by name); other failing checks fail CI too.
@@ -568,11 +569,4 @@ impl ProfileError {
             message: message.into(),
         }
     }
-}
-
-/// Snapshot of the process environment, taken once in `main`.
-pub fn process_env() -> BTreeMap<String, String> {
-    std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect()
 }

@@ -17,6 +17,7 @@
 //! (`setsid`), working directory and home, and, with `runner.worker_user`,
 //! their own Unix user: never the database, a zuliprc or Eagle's keys.
 
+mod checks;
 pub mod hook;
 pub mod output;
 pub mod prompts;
@@ -25,7 +26,8 @@ mod spawn;
 mod supervise;
 pub mod wire;
 
-use std::collections::BTreeMap;
+pub use checks::{Severity, checks};
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +36,7 @@ use anyhow::Context as _;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::background::{BackgroundLoop, Next, Tick, Wake};
 use crate::host;
 use crate::mirror::{People, Poster};
 use crate::profile::{Profile, RunnerSettings, WorkerCommand, WorkerKind};
@@ -71,9 +74,7 @@ pub struct Shared {
     pub runs_dir: PathBuf,
     pub logs_dir: PathBuf,
     pub data_dir: PathBuf,
-    /// Eagle's environment, for the variables workers may see.
-    pub env: BTreeMap<String, String>,
-    /// How many workers this runner supervises now.
+    /// The work this runner has in hand (see [`RunnerOptions::busy`]).
     pub active: watch::Sender<usize>,
 }
 
@@ -111,21 +112,30 @@ pub fn shim_deadline(hard: Duration, grace: Duration) -> Duration {
 /// How the runner is set up.
 #[derive(Debug, Clone)]
 pub struct RunnerOptions {
-    /// The outbox identity the executor posts under.
-    pub identity: String,
+    /// Posts under the executor's identity.
+    pub poster: Poster,
     pub people: People,
     /// Use the built-in demo worker when no worker command is configured
     /// (the shell); otherwise that is an error.
     pub demo_if_unset: bool,
-    /// The `eagle` binary workers use (the shim, `eagle request`); by
-    /// default the running one. A program that embeds the runner names it.
-    pub exe: Option<PathBuf>,
+    /// The `eagle` binary workers use (the shim, `eagle request`).
+    pub exe: PathBuf,
+    /// Counts the work this runner has in hand: a claim from the moment it
+    /// is taken, an adoption from the moment it is tried, each worker until
+    /// its supervisor ends.
+    pub busy: watch::Sender<usize>,
 }
 
-/// The runner of one executor process.
-#[derive(Debug, Clone)]
+/// The runner of one executor process: a background loop that claims runs
+/// and keeps one supervisor task per worker as its children.
+#[derive(Debug)]
 pub struct Runner {
     shared: Arc<Shared>,
+    workers: tokio::task::JoinSet<()>,
+    /// Whether this runner looked for workers left by a runner that is gone.
+    adopted: bool,
+    /// When the presence lease was last renewed.
+    announced: Option<tokio::time::Instant>,
 }
 
 /// The demo worker's command: `eagle demo-worker {prompt}`.
@@ -149,16 +159,8 @@ pub const NO_WORKER_COMMAND: &str = "no worker command: set runner.worker_comman
 impl Runner {
     /// Sets a runner up from the executor profile: the worker command, the
     /// prompts, the worker user, the directories. Fails with what to fix.
-    pub fn new(
-        profile: &Profile,
-        store: Store,
-        options: RunnerOptions,
-        env: BTreeMap<String, String>,
-    ) -> anyhow::Result<Runner> {
-        let exe = match options.exe {
-            Some(exe) => exe,
-            None => std::env::current_exe().context("cannot tell where the eagle binary is")?,
-        };
+    pub fn new(profile: &Profile, store: Store, options: RunnerOptions) -> anyhow::Result<Runner> {
+        let exe = options.exe;
         let command = match (&profile.runner.worker_command, options.demo_if_unset) {
             (Some(command), _) => command.clone(),
             (None, true) => demo_command(&exe),
@@ -196,10 +198,7 @@ impl Runner {
             store,
             settings: profile.runner.clone(),
             command,
-            poster: Poster {
-                identity: options.identity,
-                channel: profile.executor_channel.clone(),
-            },
+            poster: options.poster,
             people: options.people,
             prompts,
             host: host::host_id(),
@@ -209,17 +208,14 @@ impl Runner {
             runs_dir: profile.runs_dir(),
             logs_dir: profile.logs_dir(),
             data_dir: profile.data_dir.clone(),
-            env,
-            active: watch::Sender::new(0),
+            active: options.busy,
         };
         Ok(Runner {
             shared: Arc::new(shared),
+            workers: tokio::task::JoinSet::new(),
+            adopted: false,
+            announced: None,
         })
-    }
-
-    /// How many workers this runner supervises now, as it changes.
-    pub fn active(&self) -> watch::Receiver<usize> {
-        self.shared.active.subscribe()
     }
 
     /// The shared state (for tests and the shell).
@@ -227,73 +223,47 @@ impl Runner {
         &self.shared
     }
 
-    /// Runs until `shutdown`. Workers keep running after it (in their own
-    /// process groups): the next runner on this host re-adopts them.
-    pub async fn run(&self, shutdown: CancellationToken) {
-        let shared = &self.shared;
-        if let Err(error) = spawn::prepare_dirs(shared) {
-            tracing::error!(%error, "cannot prepare the runs and logs directories");
+    /// Starts a supervisor for `work`, counted as busy until it ends (the
+    /// caller counted it already, from before the claim or adoption).
+    fn supervise<F>(&mut self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        self.workers.spawn(async move {
+            work.await;
+            shared.active.send_modify(|n| *n = n.saturating_sub(1));
+        });
+    }
+
+    /// Counts work in hand from before it is taken, so that nobody watching
+    /// the count sees a gap between a claim committing and its worker.
+    fn reserve(&self) -> Reserved {
+        self.shared.active.send_modify(|n| *n += 1);
+        Reserved {
+            shared: Arc::clone(&self.shared),
+            kept: false,
         }
-        let mut workers = tokio::task::JoinSet::new();
-        let mut changes = shared.store.changes();
-        for (run, fence) in self.adoptable().await {
-            let shared = Arc::clone(shared);
-            let stop = shutdown.clone();
-            shared.active.send_modify(|n| *n += 1);
-            workers.spawn(async move {
-                supervise::adopt(&shared, run, fence, stop).await;
-                shared.active.send_modify(|n| *n = n.saturating_sub(1));
-            });
-        }
-        let mut backoff = crate::backoff::Backoff::new();
-        let mut announced: Option<tokio::time::Instant> = None;
+    }
+
+    /// Claims runs while slots are free, a supervisor for each.
+    async fn claim(&mut self, stop: &CancellationToken) -> anyhow::Result<()> {
         loop {
-            changes.mark_seen();
-            // A write wakes every watcher: renew the presence only now and then.
-            if announced.is_none_or(|at| at.elapsed() >= PRESENCE / 3) {
-                self.announce().await;
-                announced = Some(tokio::time::Instant::now());
-            }
-            let mut wait = PERIODIC;
-            loop {
-                match shared
-                    .store
-                    .claim_run(&shared.instance, &shared.limits())
-                    .await
-                {
-                    Ok(Some(claim)) => {
-                        backoff.succeeded();
-                        let shared = Arc::clone(shared);
-                        let stop = shutdown.clone();
-                        shared.active.send_modify(|n| *n += 1);
-                        workers.spawn(async move {
-                            supervise::start(&shared, claim, stop).await;
-                            shared.active.send_modify(|n| *n = n.saturating_sub(1));
-                        });
-                    }
-                    Ok(None) => break,
-                    Err(error) => {
-                        wait = backoff.failed();
-                        tracing::error!(%error, "cannot claim runs; retrying");
-                        break;
-                    }
-                }
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = changes.changed() => {}
-                Some(_) = workers.join_next() => {}
-                _ = tokio::time::sleep(wait) => {}
-            }
+            let reserved = self.reserve();
+            let claimed = self
+                .shared
+                .store
+                .claim_run(&self.shared.instance, &self.shared.limits())
+                .await
+                .context("cannot claim runs")?;
+            let Some(claim) = claimed else {
+                return Ok(());
+            };
+            reserved.keep();
+            let shared = Arc::clone(&self.shared);
+            let stop = stop.clone();
+            self.supervise(async move { supervise::start(&shared, claim, stop).await });
         }
-        while workers.join_next().await.is_some() {}
-        let _ = shared
-            .store
-            .release_lease(
-                &format!("{PRESENCE_PREFIX}{}", shared.instance),
-                &shared.instance,
-            )
-            .await;
     }
 
     /// Keeps this runner's presence lease fresh (`!status` counts runners).
@@ -309,24 +279,24 @@ impl Runner {
         }
     }
 
-    /// Runs claimed by a runner on this host that is gone: taken over, to
-    /// follow their live workers again or to record how they ended.
-    async fn adoptable(&self) -> Vec<(crate::store::Run, crate::store::Fence)> {
-        let shared = &self.shared;
+    /// Takes over the runs claimed by a runner on this host that is gone,
+    /// to follow their live workers again or to record how they ended.
+    async fn adopt(&mut self, stop: &CancellationToken) {
+        let shared = Arc::clone(&self.shared);
         let runs = match shared.store.runs_claimed_on(&shared.host).await {
             Ok(runs) => runs,
             Err(error) => {
                 tracing::error!(%error, "cannot list the runs claimed on this host");
-                return Vec::new();
+                return;
             }
         };
-        let mut adopted = Vec::new();
         for run in runs {
             let owner = run.lease_owner.clone().unwrap_or_default();
             if owner != shared.instance && !host::holder_is_dead(&owner) {
                 // Another live runner on this host has it.
                 continue;
             }
+            let reserved = self.reserve();
             let fence = async {
                 let mut tx = shared.store.begin_write().await?;
                 let fence = tx
@@ -342,94 +312,81 @@ impl Runner {
                         attempt = run.attempt,
                         "re-adopting a run whose runner is gone"
                     );
-                    adopted.push((run, fence));
+                    reserved.keep();
+                    let (shared, stop) = (Arc::clone(&shared), stop.clone());
+                    self.supervise(
+                        async move { supervise::adopt(&shared, run, fence, stop).await },
+                    );
                 }
                 Ok(None) => {}
                 Err(error) => tracing::error!(%error, run = run.id, "cannot adopt a run"),
             }
         }
-        adopted
     }
 }
 
-/// How serious a finding of `eagle check` is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
-    Ok,
-    Warn,
-    Fail,
+/// One unit of work counted before it is taken: given back when dropped,
+/// unless it was kept (then its supervisor gives it back when it ends).
+struct Reserved {
+    shared: Arc<Shared>,
+    kept: bool,
 }
 
-/// What `eagle check` says about running workers and keeping Eagle's
-/// secrets from them: the worker command, the worker user, and who can read
-/// the database, the profiles and the zuliprc.
-pub fn checks(profile: &Profile) -> Vec<(Severity, String)> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut out = Vec::new();
-    if profile.role == crate::profile::Role::Executor {
-        match &profile.runner.worker_command {
-            Some(command) => out.push((
-                Severity::Ok,
-                format!("worker command: {} ({:?})", command.template, command.kind),
-            )),
-            None => out.push((Severity::Fail, NO_WORKER_COMMAND.to_string())),
-        }
-        match profile.runner.worker_user.as_deref().map(host::lookup_user) {
-            None => out.push((
-                Severity::Warn,
-                "workers run as Eagle's own user: a worker could read what Eagle reads (the \
-                 database, the zuliprc); set runner.worker_user (README.md, \"Workers\")"
-                    .into(),
-            )),
-            Some(Ok(Some(user))) if user.uid == host::euid() => out.push((
-                Severity::Warn,
-                format!(
-                    "runner.worker_user {} is Eagle's own user: workers could read what Eagle reads",
-                    user.name
-                ),
-            )),
-            Some(Ok(Some(user))) if host::euid() != 0 => out.push((
-                Severity::Fail,
-                format!(
-                    "runner.worker_user {} is another user, but Eagle does not run as root: it cannot start workers as it",
-                    user.name
-                ),
-            )),
-            Some(Ok(Some(user))) => out.push((
-                Severity::Ok,
-                format!("workers run as {} (uid {})", user.name, user.uid),
-            )),
-            Some(Ok(None)) => out.push((
-                Severity::Fail,
-                format!(
-                    "runner.worker_user {:?} does not exist (useradd --system --create-home {0})",
-                    profile.runner.worker_user.as_deref().unwrap_or_default()
-                ),
-            )),
-            Some(Err(error)) => out.push((Severity::Fail, format!("cannot look up runner.worker_user: {error}"))),
-        }
-        if let Err(error) = Prompts::load(profile.runner.prompts_dir.as_deref()) {
-            out.push((Severity::Fail, error));
+impl Reserved {
+    fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        if !self.kept {
+            self.shared.active.send_modify(|n| *n = n.saturating_sub(1));
         }
     }
-    let mut private = |what: &str, path: &std::path::Path| {
-        if let Ok(meta) = std::fs::metadata(path) {
-            let mode = meta.permissions().mode() & 0o777;
-            if mode & 0o044 != 0 {
-                out.push((
-                    Severity::Warn,
-                    format!(
-                        "{what} {} is readable by other users (mode {mode:o}): chmod 600 it",
-                        path.display()
-                    ),
-                ));
+}
+
+impl BackgroundLoop for Runner {
+    const NAME: &'static str = "runner";
+    /// A run approved or a decision made starts or resumes a worker at once.
+    const WAKE: Wake = Wake::Changes;
+
+    async fn tick(&mut self, tick: &mut Tick<'_>) -> anyhow::Result<Next> {
+        let stop = tick.stop().clone();
+        if !self.adopted {
+            if let Err(error) = spawn::prepare_dirs(&self.shared) {
+                tracing::error!(%error, "cannot prepare the runs and logs directories");
             }
+            self.adopt(&stop).await;
+            self.adopted = true;
         }
-    };
-    if !profile.database_url.is_postgres() {
-        private("the database", &profile.data_dir.join("eagle.db"));
+        // A write wakes every watcher: renew the presence only now and then.
+        if self.announced.is_none_or(|at| at.elapsed() >= PRESENCE / 3) {
+            self.announce().await;
+            self.announced = Some(tokio::time::Instant::now());
+        }
+        self.claim(&stop).await?;
+        Ok(Next::After(PERIODIC))
     }
-    private("the zuliprc", &profile.zuliprc);
-    private("the profile", &profile.path);
-    out
+
+    /// A worker ended: its slot may be claimed again.
+    async fn woken(&mut self) {
+        if self.workers.join_next().await.is_none() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Waits for the supervisors. Workers keep running after it (in their
+    /// own process groups): the next runner on this host re-adopts them.
+    async fn stopped(&mut self) {
+        while self.workers.join_next().await.is_some() {}
+        let _ = self
+            .shared
+            .store
+            .release_lease(
+                &format!("{PRESENCE_PREFIX}{}", self.shared.instance),
+                &self.shared.instance,
+            )
+            .await;
+    }
 }

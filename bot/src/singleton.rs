@@ -12,11 +12,6 @@ use tokio::time::Instant;
 
 use crate::store::{Result, Store};
 
-/// How long a background loop woken by a change of the database waits
-/// before it looks: the chat reply or decision that made the change goes
-/// out first, and a burst of changes is read once.
-pub const SETTLE: Duration = Duration::from_millis(50);
-
 /// One instance's claim on a singleton.
 #[derive(Debug)]
 pub struct Lease {

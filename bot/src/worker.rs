@@ -244,7 +244,12 @@ pub fn hook_pretool(
 /// `eagle worker-shim`: runs `argv` in this process group and writes
 /// `exit <code>`, `signal <n>` or `error <text>` to descriptor 3. Past
 /// `deadline` (the runner is gone and cannot), it ends the group itself.
-pub fn shim(deadline: Duration, rules: Option<&std::path::Path>, argv: &[String]) -> ExitCode {
+pub fn shim(
+    env: &BTreeMap<String, String>,
+    deadline: Duration,
+    rules: Option<&std::path::Path>,
+    argv: &[String],
+) -> ExitCode {
     use std::os::fd::FromRawFd;
     use std::os::unix::process::ExitStatusExt;
     // SAFETY: fcntl on a descriptor number; F_GETFD only reads flags.
@@ -278,7 +283,7 @@ pub fn shim(deadline: Duration, rules: Option<&std::path::Path>, argv: &[String]
         return ExitCode::from(EXIT_UNREACHABLE);
     };
     // The worker's own files, written as the worker's own user.
-    if let Err(error) = prepare_workdir(rules) {
+    if let Err(error) = prepare_workdir(env.get("HOME").map(std::path::Path::new), rules) {
         eprintln!("eagle worker-shim: cannot prepare the working directory: {error}");
     }
     let mut child = match std::process::Command::new(program).args(args).spawn() {
@@ -331,9 +336,11 @@ pub fn shim(deadline: Duration, rules: Option<&std::path::Path>, argv: &[String]
 /// its working directory the run's rules as `AGENTS.md` with a `CLAUDE.md`
 /// that imports it (unless the checkout has its own), kept out of commits
 /// through `.git/info/exclude`.
-fn prepare_workdir(rules: Option<&std::path::Path>) -> std::io::Result<()> {
-    if let Some(home) = std::env::var_os("HOME") {
-        let home = std::path::PathBuf::from(home);
+fn prepare_workdir(
+    home: Option<&std::path::Path>,
+    rules: Option<&std::path::Path>,
+) -> std::io::Result<()> {
+    if let Some(home) = home {
         for sub in [".claude", "tmp"] {
             let _ = std::fs::create_dir_all(home.join(sub));
         }

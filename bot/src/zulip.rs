@@ -100,6 +100,25 @@ pub fn silent_mention(full_name: &str, user_id: i64) -> String {
     format!("@_{}", &mention(full_name, user_id)[1..])
 }
 
+/// How posts name people on Zulip: by name and user id, so that the right
+/// person is notified; someone without an id cannot be mentioned.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ZulipNaming;
+
+impl crate::mirror::Naming for ZulipNaming {
+    fn mention(&self, full_name: &str, user_id: Option<i64>) -> Option<String> {
+        user_id
+            .filter(|id| *id > 0)
+            .map(|id| mention(full_name, id))
+    }
+
+    fn silent_mention(&self, full_name: &str, user_id: Option<i64>) -> Option<String> {
+        user_id
+            .filter(|id| *id > 0)
+            .map(|id| silent_mention(full_name, id))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -150,49 +150,26 @@ async fn one_process() {
     let eagle = eagle::profile::Profile::load(&profiles, "eagle", &env).unwrap();
     let executor = eagle::profile::Profile::load(&profiles, "executor", &env).unwrap();
     let store = Store::open(&eagle.database_url).await.unwrap();
-    let people = eagle::mirror::People {
-        owner_fallback: None,
-        zulip: false,
-    };
-    let decider = eagle::decisions::Decider {
+    // Both identities in one process, as `eagle shell` runs them.
+    let setup = eagle::daemon::Setup {
         store: store.clone(),
-        policy: eagle::policy::PolicyHost::for_profile(&eagle)
-            .await
-            .unwrap(),
-        poster: eagle::mirror::Poster {
-            identity: "bench/eagle".into(),
-            channel: "executor".into(),
-        },
-        people: people.clone(),
-        settings: eagle::decisions::DeciderSettings::default(),
+        exe: eagle_bin(),
+        eagle: Some(eagle),
+        executor: Some(executor),
+        demo_worker: false,
     };
-    // The runner starts the worker through the `eagle` binary (the shim).
-    let runner = eagle::runner::Runner::new(
-        &executor,
-        store.clone(),
-        eagle::runner::RunnerOptions {
-            identity: "bench/executor".into(),
-            people,
-            demo_if_unset: false,
-            exe: Some(eagle_bin()),
-        },
-        env,
-    );
-    let runner = match runner {
-        Ok(runner) => runner,
+    let ctx = eagle::daemon::Context::build(setup, &mut eagle::daemon::Offline)
+        .await
+        .unwrap();
+    let mut daemon = match eagle::daemon::Daemon::start(ctx) {
+        Ok(daemon) => daemon,
         Err(error) => panic!("{error:#}"),
     };
-    let stop = tokio_util::sync::CancellationToken::new();
-    let (s1, s2) = (stop.clone(), stop.clone());
-    let d = tokio::spawn(async move { decider.run(s1).await });
-    let r = tokio::spawn(async move { runner.run(s2).await });
     go(&store).await;
     let worker = worker_env(&store).await;
     measure("one process (eagle shell), SQLite", worker.clone()).await;
     process_start(&worker);
-    stop.cancel();
-    let _ = d.await;
-    let _ = r.await;
+    daemon.drain().await;
     kill_workers(&store).await;
 }
 

@@ -71,7 +71,7 @@ async fn analyzer(label: &str, postgres: Option<String>) {
             format!("{url}{sep}options[search_path]={schema}"),
         ));
     }
-    let (profile, env) = profile(home.path(), &extra);
+    let (profile, _) = profile(home.path(), &extra);
     let store = Store::open(&profile.database_url).await.unwrap();
     // Tasks as an importer leaves them: a qualifying source; every other
     // one for the wrong platform.
@@ -103,15 +103,23 @@ async fn analyzer(label: &str, postgres: Option<String>) {
         identity: "eagle".into(),
         channel: "executor".into(),
     };
-    let analyzer =
-        eagle::analyzer::Analyzer::for_profile(&profile, store.clone(), policy, poster, true, &env)
+    let people = People {
+        owner_fallback: None,
+        naming: std::sync::Arc::new(eagle::zulip::ZulipNaming),
+    };
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_eagle"));
+    let mut analyzer =
+        eagle::analyzer::Analyzer::new(&profile, store.clone(), policy, poster, people, &exe)
             .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
     let started = Instant::now();
-    let summary = analyzer
-        .work(&tokio_util::sync::CancellationToken::new())
-        .await
-        .unwrap();
+    assert!(
+        eagle::background::once(&mut analyzer, &store, "bench".into(), &stop)
+            .await
+            .unwrap()
+    );
     let took = started.elapsed();
+    let summary = analyzer.last_pass.clone();
     assert_eq!(summary.total() as i64, TASKS);
     assert_eq!(summary.skipped.len() as i64, TASKS / 2);
     println!(
@@ -192,8 +200,11 @@ async fn idle_pr() {
     .unwrap();
     tx.commit().await.unwrap();
 
-    let prs = eagle::prloop::PrLoop::for_profile(
-        &profile,
+    // The client `eagle run` builds: its ETags kept in the database.
+    let github = eagle::daemon::clients::github(&profile, &store)
+        .unwrap()
+        .unwrap();
+    let mut prs = eagle::prloop::PrLoop::new(
         store.clone(),
         Poster {
             identity: "executor".into(),
@@ -201,12 +212,15 @@ async fn idle_pr() {
         },
         People {
             owner_fallback: None,
-            zulip: false,
+            naming: std::sync::Arc::new(eagle::zulip::ZulipNaming),
         },
-    )
-    .unwrap();
+        Some((github, profile.github.clone().unwrap())),
+    );
+    let stop = tokio_util::sync::CancellationToken::new();
     // The first poll reads everything; the rest find nothing changed.
-    prs.tick().await.unwrap();
+    eagle::background::once(&mut prs, &store, "bench".into(), &stop)
+        .await
+        .unwrap();
     let (requests, core, points) = (
         fake.requests().len(),
         fake.quota_used(Resource::Core),
@@ -215,7 +229,9 @@ async fn idle_pr() {
     let started = Instant::now();
     for _ in 0..POLLS {
         tokio::time::sleep(Duration::from_millis(2)).await;
-        prs.tick().await.unwrap();
+        eagle::background::once(&mut prs, &store, "bench".into(), &stop)
+            .await
+            .unwrap();
     }
     let took = started.elapsed();
     let idle_requests = fake.requests().len() - requests;

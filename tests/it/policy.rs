@@ -820,7 +820,15 @@ async fn the_watcher_reloads_on_its_interval() {
         .await
         .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
-    let watcher = host.spawn_watcher(stop.clone());
+    let store = eagle::store::Store::open(&eagle::profile::DatabaseUrl::new("sqlite::memory:"))
+        .await
+        .unwrap();
+    let watcher = tokio::spawn(eagle::background::drive(
+        eagle::daemon::PluginReload(host.clone()),
+        store,
+        "test".into(),
+        stop.clone(),
+    ));
     std::fs::write(
         dir.path().join("probe.wasm"),
         std::fs::read(fixture("reload-v2")).unwrap(),

@@ -16,8 +16,6 @@ use crate::profile::{AnalyzerSettings, WorkerCommand, WorkerKind};
 
 /// The most output kept from one analysis.
 const MAX_OUTPUT: usize = 1 << 20;
-/// Environment variables the command keeps from Eagle's own, if set.
-const PASSED_THROUGH: &[&str] = &["LANG", "LC_ALL", "LC_CTYPE", "TZ"];
 
 /// How an analysis run ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -38,8 +36,6 @@ pub struct AnalysisCommand {
     /// Where each analysis gets its directory.
     pub dir: PathBuf,
     pub user: Option<UnixUser>,
-    /// Eagle's environment, read once.
-    pub env: BTreeMap<String, String>,
 }
 
 impl AnalysisCommand {
@@ -164,45 +160,9 @@ impl AnalysisCommand {
     }
 
     fn environment(&self, home: &Path) -> BTreeMap<String, String> {
-        let mut env = BTreeMap::new();
-        let exe_dir = self
-            .exe
-            .parent()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        let path = self
-            .settings
-            .path
-            .clone()
-            .or_else(|| self.env.get("PATH").cloned())
-            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-        env.insert("PATH".into(), format!("{exe_dir}:{path}"));
-        env.insert("HOME".into(), home.display().to_string());
-        env.insert("TMPDIR".into(), home.join("tmp").display().to_string());
-        for name in PASSED_THROUGH
-            .iter()
-            .copied()
-            .chain(self.settings.env.iter().map(String::as_str))
-        {
-            if let Some(value) = self.env.get(name) {
-                env.insert(name.to_string(), value.clone());
-            }
-        }
-        if self.command.kind == WorkerKind::Claude {
-            env.insert(
-                "CLAUDE_CONFIG_DIR".into(),
-                home.join(".claude").display().to_string(),
-            );
-            for quiet in [
-                "DISABLE_AUTOUPDATER",
-                "DISABLE_TELEMETRY",
-                "DISABLE_ERROR_REPORTING",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
-            ] {
-                env.insert(quiet.into(), "1".into());
-            }
-        }
-        env
+        self.settings
+            .env
+            .child(&self.exe, home, None, self.command.kind)
     }
 }
 

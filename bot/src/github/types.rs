@@ -52,6 +52,14 @@ impl Repo {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// Whether `text` names this repository (`owner/name`; GitHub's names
+    /// are not case-sensitive).
+    pub fn is_named(&self, text: &str) -> bool {
+        text.split_once('/').is_some_and(|(owner, name)| {
+            owner.eq_ignore_ascii_case(&self.owner) && name.eq_ignore_ascii_case(&self.name)
+        })
+    }
 }
 
 impl FromStr for Repo {

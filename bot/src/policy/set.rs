@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
-use tokio_util::sync::CancellationToken;
 
 use super::compose::{self, Decision, FilterDecision};
 use super::engine::{CompileSource, PolicyEngine};
@@ -343,23 +342,9 @@ impl PolicyHost {
         }
     }
 
-    /// Reloads every `reload_interval` until `shutdown`.
-    pub fn spawn_watcher(&self, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
-        let host = self.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(host.inner.settings.reload_interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tick.tick() => {
-                        for change in host.reload().await {
-                            tracing::info!(change, "policy plugins changed");
-                        }
-                    }
-                }
-            }
-        })
+    /// How often the plugin directory is looked at for changes.
+    pub fn reload_interval(&self) -> std::time::Duration {
+        self.inner.settings.reload_interval
     }
 }
 

@@ -10,7 +10,9 @@ use secrecy::SecretString;
 
 use super::raw::{RawAnalyzer, RawAsana, RawGithub};
 use super::validate::{Origins, duration, env_names, unix_user, worker_command};
-use super::{AnalyzerSettings, AsanaSettings, GithubSettings, ProfileError};
+use crate::github::Repo;
+
+use super::{AnalyzerSettings, AsanaSettings, GithubSettings, ProfileError, WorkerEnv};
 
 const GITHUB_API: &str = "https://api.github.com";
 const ASANA_API: &str = "https://app.asana.com/api/1.0";
@@ -49,9 +51,12 @@ pub(super) fn analyzer(
         command,
         no_output_timeout,
         hard_timeout,
-        env: env_names("analyzer.env", raw.env.unwrap_or_default(), origins)?,
+        env: WorkerEnv::resolve(
+            env_names("analyzer.env", raw.env.unwrap_or_default(), origins)?,
+            raw.path.filter(|p| !p.trim().is_empty()),
+            origins.env,
+        ),
         worker_user: unix_user("analyzer.worker_user", raw.worker_user.as_deref(), origins)?,
-        path: raw.path.filter(|p| !p.trim().is_empty()),
         inbox_channel: name(
             "analyzer.inbox_channel",
             raw.inbox_channel,
@@ -74,7 +79,7 @@ pub(super) fn github(
         GITHUB_API,
     )?;
     let repo = match raw.repo.as_deref().map(str::trim) {
-        Some(repo) if valid_repo(repo) => repo.to_string(),
+        Some(text) if let Ok(repo) = text.parse::<Repo>() => repo,
         Some(repo) => {
             return Err(origins.error(
                 "github.repo",
@@ -359,15 +364,6 @@ fn names(
         out.push(name.to_string());
     }
     Ok(out)
-}
-
-fn valid_repo(repo: &str) -> bool {
-    let part = |p: &str| {
-        !p.is_empty()
-            && p.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    };
-    matches!(repo.split_once('/'), Some((owner, name)) if part(owner) && part(name) && !name.contains('/'))
 }
 
 fn is_gid(text: &str) -> bool {

@@ -8,7 +8,7 @@ use super::raw::{RawDecisions, RawPlugin, RawProfile, RawRunner, RawUserRef};
 use super::{
     ChatSettings, DatabaseUrl, DecisionSettings, KindLimits, PluginLimits, PluginSource,
     PluginSpec, PolicySettings, Profile, ProfileError, Role, RunnerSettings, UserRef,
-    WorkerCommand, WorkerKind, ZulipSettings, default_data_dir,
+    WorkerCommand, WorkerEnv, WorkerKind, ZulipSettings, default_data_dir,
 };
 
 /// The plugins compiled into the binary.
@@ -35,7 +35,7 @@ const HOOK_ACTIONS_HINT: &str = "read, or an action such as run_tests, run_build
 /// Names the origin of a key: the environment variable that overrode it, or the file.
 pub(super) struct Origins<'a> {
     file: String,
-    env: &'a BTreeMap<String, String>,
+    pub(super) env: &'a BTreeMap<String, String>,
 }
 
 impl Origins<'_> {
@@ -399,11 +399,15 @@ fn runner_settings(
         ));
     }
     let worker_user = unix_user("runner.worker_user", raw.worker_user.as_deref(), origins)?;
-    let worker_env = env_names(
-        "runner.worker_env",
-        raw.worker_env.unwrap_or_default(),
-        origins,
-    )?;
+    let worker_env = WorkerEnv::resolve(
+        env_names(
+            "runner.worker_env",
+            raw.worker_env.unwrap_or_default(),
+            origins,
+        )?,
+        raw.worker_path.filter(|p| !p.trim().is_empty()),
+        origins.env,
+    );
     let limits = KindLimits {
         no_output: dur(
             "runner.no_output_timeout",
@@ -477,7 +481,6 @@ fn runner_settings(
         max_requests: max_requests as usize,
         worker_user,
         worker_env,
-        worker_path: raw.worker_path.filter(|p| !p.trim().is_empty()),
         limits,
         kind_limits,
         wrap_up_grace: dur(

@@ -27,8 +27,6 @@ use crate::host::{self, UnixUser};
 use crate::profile::WorkerKind;
 use crate::store::{Run, Task};
 
-/// Environment variables a worker keeps from Eagle's own, if set.
-const PASSED_THROUGH: &[&str] = &["LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"];
 /// A Unix socket path must fit in `sun_path` (108 bytes with its NUL).
 const MAX_SOCKET_PATH: usize = 100;
 
@@ -195,13 +193,7 @@ async fn clone_repo(
     .arg(repo)
     .arg(&dir.work)
     .env_clear()
-    .env(
-        "PATH",
-        shared
-            .env
-            .get("PATH")
-            .map_or("/usr/local/bin:/usr/bin:/bin", String::as_str),
-    )
+    .env("PATH", &shared.settings.worker_env.path)
     .env("HOME", &dir.home)
     .env("GIT_CONFIG_GLOBAL", "/dev/null")
     .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -345,7 +337,8 @@ pub(crate) fn fill(word: &str, values: &BTreeMap<&str, String>) -> String {
     out
 }
 
-/// The worker's whole environment: nothing from Eagle's but what is listed.
+/// The worker's whole environment: nothing from Eagle's but what is
+/// listed ([`crate::profile::WorkerEnv`]), and the run's socket and token.
 pub(super) fn environment(
     shared: &Shared,
     dir: &RunDir,
@@ -353,57 +346,14 @@ pub(super) fn environment(
     socket: &Path,
     token: &str,
 ) -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
-    let exe_dir = shared
-        .exe
-        .parent()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    let base_path = shared
-        .settings
-        .worker_path
-        .clone()
-        .or_else(|| shared.env.get("PATH").cloned())
-        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    env.insert("PATH".into(), format!("{exe_dir}:{base_path}"));
-    env.insert("HOME".into(), dir.home.display().to_string());
-    env.insert("TMPDIR".into(), dir.home.join("tmp").display().to_string());
+    let worker_env = &shared.settings.worker_env;
     let user = shared
         .worker_user
         .as_ref()
-        .map(|u| u.name.clone())
-        .or_else(|| shared.env.get("USER").cloned())
-        .unwrap_or_else(|| "worker".into());
-    env.insert("USER".into(), user.clone());
-    env.insert("LOGNAME".into(), user);
-    for name in PASSED_THROUGH {
-        if let Some(value) = shared.env.get(*name) {
-            env.insert((*name).to_string(), value.clone());
-        }
-    }
-    if shared.command.kind == WorkerKind::Claude {
-        env.insert(
-            "CLAUDE_CONFIG_DIR".into(),
-            dir.home.join(".claude").display().to_string(),
-        );
-        env.insert(
-            "CLAUDE_CODE_TMPDIR".into(),
-            dir.home.join("tmp").display().to_string(),
-        );
-        for quiet in [
-            "DISABLE_AUTOUPDATER",
-            "DISABLE_TELEMETRY",
-            "DISABLE_ERROR_REPORTING",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
-        ] {
-            env.insert(quiet.into(), "1".into());
-        }
-    }
-    for name in &shared.settings.worker_env {
-        if let Some(value) = shared.env.get(name) {
-            env.insert(name.clone(), value.clone());
-        }
-    }
+        .map(|u| u.name.as_str())
+        .or(worker_env.user.as_deref())
+        .unwrap_or("worker");
+    let mut env = worker_env.child(&shared.exe, &dir.home, Some(user), shared.command.kind);
     env.insert(ENV_RUN.into(), run.to_string());
     env.insert(ENV_SOCKET.into(), socket.display().to_string());
     env.insert(ENV_TOKEN.into(), token.to_string());

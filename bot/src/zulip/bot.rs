@@ -1,20 +1,24 @@
-//! `eagle run` and `eagle check` for one profile on Zulip.
+//! The Zulip transport of `eagle run`: one identity's event loop (the
+//! [`super::listener`]) and its outbox sender ([`super::sender`]) beside the
+//! daemon's loops, and how its posts name people.
 
 use std::sync::Arc;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::Error;
 use super::client::Client;
 use super::listener::{Fatal, Listener, role_listens};
 use super::sender::OutboxSender;
-use crate::profile::{Profile, ZulipCredentials};
-use crate::store::Store;
+use crate::daemon::{Daemon, Transport, Voice};
+use crate::mirror::{People, Poster};
+use crate::profile::{Profile, Role, ZulipCredentials};
 
 /// What a refusal that retrying cannot fix means, for the person reading it.
-fn unauthorized(profile: &Profile, creds: &ZulipCredentials, error: &Error) -> anyhow::Error {
+pub fn unauthorized(profile: &Profile, creds: &ZulipCredentials, error: &Error) -> anyhow::Error {
     match error {
         Error::Unauthorized { .. } => anyhow::anyhow!(
             "profile {}: {error}; check the key in {} (or ZULIP_API_KEY), and that the bot {} is active",
@@ -31,84 +35,131 @@ fn unauthorized(profile: &Profile, creds: &ZulipCredentials, error: &Error) -> a
     }
 }
 
-/// Runs one identity until `shutdown`: the event loop and the outbox sender.
-/// Returns an error only for what restarting cannot fix (refused credentials).
-pub async fn run(
-    profile: &Profile,
-    creds: &ZulipCredentials,
-    store: &Store,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let client = Arc::new(
-        Client::new(creds)
-            .with_context(|| format!("profile {}: cannot set up the HTTP client", profile.name))?,
-    );
-    let mut backoff = crate::backoff::Backoff::new();
-    let me = match super::listener::retrying(
-        &shutdown,
-        &mut backoff,
-        super::listener::InFlight::Abandon,
-        || client.me(),
-    )
-    .await
-    {
-        Ok(Some(me)) => me,
-        Ok(None) => return Ok(()),
-        Err(Fatal::Zulip(error)) => return Err(unauthorized(profile, creds, &error)),
-    };
-    tracing::info!(
-        profile = %profile.name,
-        user_id = me.user_id,
-        name = %me.full_name,
-        listens_to = role_listens(profile),
-        "connected to {}",
-        creds.site
-    );
-    let wake = Arc::new(Notify::new());
-    let instance = crate::host::instance_name();
-    let (express, lane) = super::sender::express_lane(&profile.name, &instance);
-    let express = Arc::new(express);
-    let sender = OutboxSender {
-        client: Arc::clone(&client),
-        store: store.clone(),
-        identity: profile.name.clone(),
-        me: me.user_id,
-        instance,
-        wake: Arc::clone(&wake),
-        renewed: std::sync::Mutex::new(None),
-        retention: profile.zulip.retention,
-        express: Arc::clone(&express),
-        unsent: std::sync::Mutex::new(std::collections::HashSet::new()),
-    };
-    // The sender outlives the listener: on shutdown it flushes what the
-    // listener's last messages left in the outbox.
-    let sender_stop = CancellationToken::new();
-    // A sender that stops on its own found the credentials refused: then the
-    // listener stops too.
-    let listen_stop = shutdown.child_token();
-    let sender_task = {
-        let (sender_stop, listen_stop) = (sender_stop.clone(), listen_stop.clone());
-        tokio::spawn(async move {
-            let result = sender.run(lane, sender_stop).await;
-            if result.is_err() {
-                listen_stop.cancel();
-            }
-            result
+/// One bot identity on Zulip.
+pub struct ZulipTransport {
+    profile: Profile,
+    creds: ZulipCredentials,
+    client: Arc<Client>,
+    /// The outbox sender, once listening started.
+    sender: Option<(CancellationToken, JoinHandle<Result<(), Error>>)>,
+}
+
+impl ZulipTransport {
+    /// The transport of `profile`, signing in with `creds`.
+    pub fn new(profile: &Profile, creds: ZulipCredentials) -> anyhow::Result<ZulipTransport> {
+        let client = Client::new(&creds)
+            .with_context(|| format!("profile {}: cannot set up the HTTP client", profile.name))?;
+        Ok(ZulipTransport {
+            profile: profile.clone(),
+            creds,
+            client: Arc::new(client),
+            sender: None,
         })
-    };
-    // Replies a previous run left undelivered go out now.
-    wake.notify_one();
-    let mut listener = Listener::new(&client, store, profile, me, Arc::clone(&wake), express);
-    let listened = listener.run(&listen_stop).await;
-    sender_stop.cancel();
-    let sent = sender_task.await;
-    if let Err(Fatal::Zulip(error)) = listened {
-        return Err(unauthorized(profile, creds, &error));
     }
-    match sent {
-        Ok(Err(error)) => Err(unauthorized(profile, creds, &error)),
-        Ok(Ok(())) => Ok(()),
-        Err(join) => bail!("profile {}: the outbox sender failed: {join}", profile.name),
+}
+
+impl Transport for ZulipTransport {
+    /// Posts go out under the profile's own name; Eagle @-mentions its
+    /// owner as the server knows them (looked up once, here), the executor
+    /// only names them.
+    async fn voice(&mut self, profile: &Profile) -> Voice {
+        let owner_fallback = match profile.role {
+            Role::Orchestrator => owner_mention(&self.creds, profile.owner.as_ref()).await,
+            Role::Executor => profile.owner.as_ref().map(ToString::to_string),
+        };
+        Voice {
+            poster: Poster {
+                identity: profile.name.clone(),
+                channel: profile.executor_channel.clone(),
+            },
+            people: People {
+                owner_fallback,
+                naming: Arc::new(super::ZulipNaming),
+            },
+        }
+    }
+
+    /// Signs in, starts the outbox sender, and runs the event loop until
+    /// `stop`. A sender that stops on its own found the credentials
+    /// refused: then the listener stops too.
+    async fn listen(&mut self, daemon: &Daemon, stop: &CancellationToken) -> anyhow::Result<()> {
+        let (profile, creds) = (&self.profile, &self.creds);
+        let store = &daemon.context().store;
+        let mut backoff = crate::backoff::Backoff::new();
+        let me = match super::listener::retrying(
+            stop,
+            &mut backoff,
+            super::listener::InFlight::Abandon,
+            || self.client.me(),
+        )
+        .await
+        {
+            Ok(Some(me)) => me,
+            Ok(None) => return Ok(()),
+            Err(Fatal::Zulip(error)) => return Err(unauthorized(profile, creds, &error)),
+        };
+        tracing::info!(
+            profile = %profile.name,
+            user_id = me.user_id,
+            name = %me.full_name,
+            listens_to = role_listens(profile),
+            "connected to {}",
+            creds.site
+        );
+        let wake = Arc::new(Notify::new());
+        let instance = daemon.context().instance.clone();
+        let (express, lane) = super::sender::express_lane(&profile.name, &instance);
+        let express = Arc::new(express);
+        let sender = OutboxSender {
+            client: Arc::clone(&self.client),
+            store: store.clone(),
+            identity: profile.name.clone(),
+            me: me.user_id,
+            instance,
+            wake: Arc::clone(&wake),
+            renewed: std::sync::Mutex::new(None),
+            retention: profile.zulip.retention,
+            express: Arc::clone(&express),
+            unsent: std::sync::Mutex::new(std::collections::HashSet::new()),
+        };
+        // The sender outlives the listener: it delivers what the loops
+        // post while they drain, and flushes at the end (`finish`).
+        let sender_stop = CancellationToken::new();
+        let listen_stop = stop.child_token();
+        let task = {
+            let (sender_stop, listen_stop) = (sender_stop.clone(), listen_stop.clone());
+            tokio::spawn(async move {
+                let result = sender.run(lane, sender_stop).await;
+                if result.is_err() {
+                    listen_stop.cancel();
+                }
+                result
+            })
+        };
+        self.sender = Some((sender_stop, task));
+        // Replies a previous run left undelivered go out now.
+        wake.notify_one();
+        let mut listener = Listener::new(&self.client, store, profile, me, wake, express);
+        match listener.run(&listen_stop).await {
+            Err(Fatal::Zulip(error)) => Err(unauthorized(profile, creds, &error)),
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// Stops the sender, which flushes the outbox first (within its deadline).
+    async fn finish(self, _: &Daemon) -> anyhow::Result<()> {
+        let Some((stop, task)) = self.sender else {
+            return Ok(());
+        };
+        stop.cancel();
+        match task.await {
+            Ok(Err(error)) => Err(unauthorized(&self.profile, &self.creds, &error)),
+            Ok(Ok(())) => Ok(()),
+            Err(join) => anyhow::bail!(
+                "profile {}: the outbox sender failed: {join}",
+                self.profile.name
+            ),
+        }
     }
 }
 
@@ -154,94 +205,4 @@ fn fallback_mention(owner: &crate::profile::UserRef) -> String {
         crate::profile::UserRef::Id(id) => format!("@**|{id}**"),
         crate::profile::UserRef::Email(email) => email.clone(),
     }
-}
-
-/// One finding of `eagle check`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    pub ok: bool,
-    pub text: String,
-}
-
-/// Verifies the credentials against the server and that the bot is
-/// subscribed where it must listen; says exactly what to fix.
-pub async fn check(profile: &Profile, creds: &ZulipCredentials) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    let mut say = |ok: bool, text: String| findings.push(Finding { ok, text });
-    let client = match Client::new(creds) {
-        Ok(client) => client,
-        Err(error) => {
-            say(
-                false,
-                format!("cannot set up TLS for {}: {error:#}", creds.site),
-            );
-            return findings;
-        }
-    };
-    let me = match client.me().await {
-        Ok(me) => me,
-        Err(error @ Error::Unauthorized { .. }) => {
-            say(false, unauthorized(profile, creds, &error).to_string());
-            return findings;
-        }
-        Err(error) => {
-            say(false, format!("cannot reach {}: {error}", creds.site));
-            return findings;
-        }
-    };
-    say(
-        true,
-        format!(
-            "signed in to {} as {} (user id {}, {})",
-            creds.site, me.full_name, me.user_id, me.email
-        ),
-    );
-    if !me.is_bot {
-        say(
-            false,
-            format!(
-                "{} is a person's account, not a bot: create a Generic bot in Zulip's settings and use its zuliprc",
-                me.email
-            ),
-        );
-    }
-    match client.subscriptions().await {
-        Ok(subscriptions) => {
-            for channel in profile.required_channels() {
-                let found = subscriptions
-                    .iter()
-                    .any(|s| crate::text::eq_fold(&s.name, &channel));
-                if found {
-                    say(true, format!("subscribed to #{channel}"));
-                } else {
-                    say(
-                        false,
-                        format!(
-                            "not subscribed to #{channel}: subscribe {} to it (channel settings → Subscribers), \
-                             or remove it from the profile's channels",
-                            me.full_name
-                        ),
-                    );
-                }
-            }
-        }
-        Err(error) => say(
-            false,
-            format!("cannot list the bot's subscriptions: {error}"),
-        ),
-    }
-    if let Some(crate::profile::UserRef::Id(id)) = &profile.executor_bot {
-        match client.user(*id as i64).await {
-            Ok(user) if user.is_bot => say(
-                true,
-                format!("executor bot: {} ({})", user.full_name, user.email),
-            ),
-            Ok(user) => say(
-                false,
-                format!("executor_bot {id} is {}, who is not a bot", user.full_name),
-            ),
-            Err(error) => say(false, format!("executor_bot {id}: {error}")),
-        }
-    }
-    findings
 }

@@ -1,0 +1,257 @@
+//! `eagle check`: whether a profile is ready to run (its settings, the
+//! database, the workers' isolation, GitHub, Asana and the analyzer, the
+//! Zulip credentials and subscriptions, the plugins), each finding saying
+//! what to fix.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use crate::profile::{Profile, ZulipCredentials};
+
+pub(super) async fn check(
+    profile: &Profile,
+    env: &BTreeMap<String, String>,
+) -> anyhow::Result<ExitCode> {
+    println!(
+        "ok    profile {}: settings are valid ({})",
+        profile.name,
+        profile.path.display()
+    );
+    let store = super::open_store(profile).await?;
+    println!(
+        "ok    database {}: reachable, {} migration(s) applied",
+        store.url(),
+        store.applied_migrations().await?
+    );
+    let week = std::time::Duration::from_secs(7 * 24 * 3600);
+    match store.given_up(&profile.name, week).await? {
+        (0, _) => println!("ok    outbox: nothing given up in the last 7 days"),
+        (n, last) => println!(
+            "WARN  outbox: {n} message(s) could not be delivered in the last 7 days and were given up (the last: {})",
+            last.as_deref().unwrap_or("no error recorded")
+        ),
+    }
+    store.close().await;
+    let mut local_ok = true;
+    for (severity, text) in crate::runner::checks(profile)
+        .into_iter()
+        .chain(integration_checks(profile))
+    {
+        use crate::runner::Severity;
+        let label = match severity {
+            Severity::Ok => "ok  ",
+            Severity::Warn => "WARN",
+            Severity::Fail => "FAIL",
+        };
+        local_ok &= severity != Severity::Fail;
+        println!("{label}  {text}");
+    }
+    let creds = profile.zulip_credentials(env)?;
+    println!(
+        "ok    zuliprc {}: {} at {}",
+        creds.source, creds.email, creds.site
+    );
+    let mut findings = zulip_findings(profile, &creds).await;
+    // Eagle decides by its plugins: each must load.
+    if profile.role == crate::profile::Role::Orchestrator {
+        let host = crate::policy::PolicyHost::for_profile(profile).await?;
+        for plugin in host.plugins() {
+            findings.push(Finding {
+                ok: plugin.loaded,
+                text: format!(
+                    "policy plugin {} ({}): {}",
+                    plugin.identity, plugin.identity.source, plugin.state
+                ),
+            });
+        }
+    }
+    let mut ok = local_ok;
+    for finding in &findings {
+        println!(
+            "{}  {}",
+            if finding.ok { "ok  " } else { "FAIL" },
+            finding.text
+        );
+        ok &= finding.ok;
+    }
+    if ok {
+        println!(
+            "profile {} is ready: `eagle run --profile {}`",
+            profile.name, profile.name
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "profile {} is not ready: fix what FAIL says, then check again",
+            profile.name
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+/// What `eagle check` says about the analyzer, GitHub and Asana.
+fn integration_checks(profile: &Profile) -> Vec<(crate::runner::Severity, String)> {
+    use crate::profile::Role;
+    use crate::runner::Severity;
+    let mut out = Vec::new();
+    let human = |d: std::time::Duration| humantime::format_duration(d).to_string();
+    match (&profile.github, profile.role) {
+        (Some(g), role) => out.push((
+            Severity::Ok,
+            match role {
+                Role::Executor => format!(
+                    "github: the PRs of {} are followed every {} (CI grace {}, {} fix-ci worker(s) and {} PR worker(s) per run at most{})",
+                    g.repo,
+                    human(g.poll_interval),
+                    human(g.ci_grace),
+                    g.ci_attempts,
+                    g.max_rounds,
+                    if g.required_checks.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; required: {}", g.required_checks.join(", "))
+                    }
+                ),
+                Role::Orchestrator => format!(
+                    "github: Eagle merges approved merge_pr requests in {} ({})",
+                    g.repo, g.merge_method
+                ),
+            },
+        )),
+        (None, Role::Executor) => out.push((
+            Severity::Warn,
+            "no [github]: runs that reach pr wait there, and nothing follows their PRs (profiles/executor.toml, [github])".into(),
+        )),
+        (None, Role::Orchestrator) => out.push((
+            Severity::Ok,
+            "no [github]: an approved merge_pr is recorded, and the merge is left to a human".into(),
+        )),
+    }
+    if profile.role == Role::Orchestrator {
+        match &profile.analyzer.command {
+            Some(command) => out.push((
+                Severity::Ok,
+                format!(
+                    "analyzer: filters, then `{}` (no output {}, at most {})",
+                    command.template,
+                    human(profile.analyzer.no_output_timeout),
+                    human(profile.analyzer.hard_timeout)
+                ),
+            )),
+            None => out.push((
+                Severity::Ok,
+                "analyzer: filters only (no analysis command): kept tasks go to for_review".into(),
+            )),
+        }
+        if let Some(a) = &profile.asana {
+            let mut places = Vec::new();
+            places.extend(a.projects.iter().map(|(_, s)| s.clone()));
+            places.extend(a.sections.iter().map(|(_, s)| s.clone()));
+            places.extend(a.my_tasks.iter().map(|(_, s)| s.clone()));
+            places.extend(a.followed_source.iter().cloned());
+            out.push((
+                Severity::Ok,
+                format!(
+                    "asana: imports {} every {} (workspace {})",
+                    places.join(", "),
+                    human(a.poll_interval),
+                    a.workspace
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// One finding of `eagle check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Finding {
+    ok: bool,
+    text: String,
+}
+
+/// Verifies the credentials against the server and that the bot is
+/// subscribed where it must listen; says exactly what to fix.
+async fn zulip_findings(profile: &Profile, creds: &ZulipCredentials) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let mut say = |ok: bool, text: String| findings.push(Finding { ok, text });
+    let client = match crate::zulip::Client::new(creds) {
+        Ok(client) => client,
+        Err(error) => {
+            say(
+                false,
+                format!("cannot set up TLS for {}: {error:#}", creds.site),
+            );
+            return findings;
+        }
+    };
+    let me = match client.me().await {
+        Ok(me) => me,
+        Err(error @ crate::zulip::Error::Unauthorized { .. }) => {
+            say(
+                false,
+                crate::zulip::bot::unauthorized(profile, creds, &error).to_string(),
+            );
+            return findings;
+        }
+        Err(error) => {
+            say(false, format!("cannot reach {}: {error}", creds.site));
+            return findings;
+        }
+    };
+    say(
+        true,
+        format!(
+            "signed in to {} as {} (user id {}, {})",
+            creds.site, me.full_name, me.user_id, me.email
+        ),
+    );
+    if !me.is_bot {
+        say(
+            false,
+            format!(
+                "{} is a person's account, not a bot: create a Generic bot in Zulip's settings and use its zuliprc",
+                me.email
+            ),
+        );
+    }
+    match client.subscriptions().await {
+        Ok(subscriptions) => {
+            for channel in profile.required_channels() {
+                let found = subscriptions
+                    .iter()
+                    .any(|s| crate::text::eq_fold(&s.name, &channel));
+                if found {
+                    say(true, format!("subscribed to #{channel}"));
+                } else {
+                    say(
+                        false,
+                        format!(
+                            "not subscribed to #{channel}: subscribe {} to it (channel settings → Subscribers), \
+                             or remove it from the profile's channels",
+                            me.full_name
+                        ),
+                    );
+                }
+            }
+        }
+        Err(error) => say(
+            false,
+            format!("cannot list the bot's subscriptions: {error}"),
+        ),
+    }
+    if let Some(crate::profile::UserRef::Id(id)) = &profile.executor_bot {
+        match client.user(*id as i64).await {
+            Ok(user) if user.is_bot => say(
+                true,
+                format!("executor bot: {} ({})", user.full_name, user.email),
+            ),
+            Ok(user) => say(
+                false,
+                format!("executor_bot {id} is {}, who is not a bot", user.full_name),
+            ),
+            Err(error) => say(false, format!("executor_bot {id}: {error}")),
+        }
+    }
+    findings
+}

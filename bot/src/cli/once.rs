@@ -1,0 +1,94 @@
+//! The one-off passes: `eagle analyze [--reanalyze-skipped [--dry-run]]`
+//! and `eagle import`, each one tick of the daemon's loop under its lease
+//! (the loops of `eagle run` do the same continuously). What they post
+//! waits in the outbox until `eagle run` delivers it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::daemon::{Context, Offline, Setup};
+use crate::profile::Profile;
+use crate::store::Store;
+
+async fn context(profile: Profile, store: &Store, exe: PathBuf) -> anyhow::Result<Context> {
+    let setup = Setup {
+        store: store.clone(),
+        exe,
+        eagle: Some(profile),
+        executor: None,
+        demo_worker: false,
+    };
+    Context::build(setup, &mut Offline).await
+}
+
+/// `eagle analyze`.
+pub(super) async fn analyze(
+    profile: Profile,
+    store: &Store,
+    exe: PathBuf,
+    reanalyze: bool,
+    dry_run: bool,
+) -> anyhow::Result<ExitCode> {
+    let ctx = context(profile, store, exe).await?;
+    if let Some(policy) = &ctx.policy {
+        for plugin in policy.plugins().iter().filter(|p| !p.loaded) {
+            eprintln!(
+                "warning: plugin {} did not load: {}",
+                plugin.identity, plugin.state
+            );
+        }
+    }
+    let mut analyzer = ctx.analyzer()?;
+    if reanalyze {
+        let (ids, skipped) = analyzer.reanalysis_candidates().await?;
+        println!(
+            "{} of {skipped} skipped task(s) would be kept by the current filters.",
+            ids.len()
+        );
+        if dry_run {
+            return Ok(ExitCode::SUCCESS);
+        }
+        let reopened = analyzer.reopen(&ids, "eagle analyze").await?;
+        println!("Put {reopened} task(s) back for analysis.");
+    }
+    let pending = store.pending_count().await?;
+    if pending == 0 {
+        println!("Nothing is pending analysis.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let shutdown = CancellationToken::new();
+    super::spawn_signal_handler(shutdown.clone())?;
+    // One analyzer per deployment: if `eagle run` has it, it does the work.
+    if !crate::background::once(&mut analyzer, store, ctx.instance.clone(), &shutdown).await? {
+        println!(
+            "{pending} task(s) pending analysis: the analyzer of a running Eagle has them (it posts the summary)."
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}", analyzer.last_pass.text("tasks"));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `eagle import`: one Asana import.
+pub(super) async fn import(
+    profile: Profile,
+    store: &Store,
+    exe: PathBuf,
+) -> anyhow::Result<ExitCode> {
+    let name = profile.name.clone();
+    let ctx = context(profile, store, exe).await?;
+    let Some(intake) = ctx.intake()? else {
+        anyhow::bail!(
+            "profile {name} has no [asana] section: nothing to import (see profiles/eagle.toml)"
+        );
+    };
+    let summary = intake.import().await?;
+    println!("{}", summary.text());
+    Ok(if summary.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

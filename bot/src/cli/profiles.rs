@@ -1,0 +1,158 @@
+//! `eagle profile list | show | create`: the profiles directory as an
+//! operator sees it (never a secret).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+
+use crate::profile::{self, Profile, UserRef};
+
+/// `eagle profile list`: each profile's role and name, or why it is invalid.
+pub(super) fn list(dir: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<ExitCode> {
+    let names = profile::list(dir)
+        .with_context(|| format!("cannot read the profiles directory {}", dir.display()))?;
+    if names.is_empty() {
+        println!("no profiles in {}", dir.display());
+    }
+    for name in names {
+        match Profile::load(dir, &name, env) {
+            Ok(p) => println!("{name}\t{}\t{}", p.role.as_str(), p.display_name),
+            Err(e) => println!("{name}\tinvalid: {e}"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The human-readable view of a profile. Never prints a secret: the API key
+/// is reported as present or missing, the database URL without its password.
+pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    let list = |items: &[UserRef]| {
+        if items.is_empty() {
+            "(none)".to_string()
+        } else {
+            items
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let _ = writeln!(
+        out,
+        "profile:       {} ({})",
+        profile.name,
+        profile.path.display()
+    );
+    let _ = writeln!(out, "role:          {}", profile.role.as_str());
+    let _ = writeln!(out, "display name:  {}", profile.display_name);
+    let zulip = match profile.zulip_credentials(env) {
+        Ok(creds) => format!(
+            "{} as {} (API key: present; from {})",
+            creds.site, creds.email, creds.source
+        ),
+        Err(e) => format!("not usable: {e}"),
+    };
+    let _ = writeln!(out, "zuliprc:       {}", profile.zuliprc.display());
+    let _ = writeln!(out, "zulip:         {zulip}");
+    let _ = writeln!(out, "database:      {}", profile.database_url.redacted());
+    let _ = writeln!(out, "data dir:      {}", profile.data_dir.display());
+    let _ = writeln!(out, "profile state: {}", profile.state_dir().display());
+    let _ = writeln!(out, "approvers:     {}", list(&profile.approvers));
+    let _ = writeln!(
+        out,
+        "owner:         {}",
+        profile
+            .owner
+            .as_ref()
+            .map_or("(none)".into(), ToString::to_string)
+    );
+    let channels = if profile.channels.is_empty() {
+        "(every channel the bot is subscribed to)".to_string()
+    } else {
+        profile.channels.join(", ")
+    };
+    let _ = writeln!(out, "channels:      {channels}");
+    let _ = writeln!(out, "executor runs: #{}", profile.executor_channel);
+    if let Some(bot) = &profile.executor_bot {
+        let _ = writeln!(out, "executor bot:  {bot}");
+    }
+    let _ = writeln!(
+        out,
+        "persona:       {}",
+        profile
+            .persona
+            .as_ref()
+            .map_or("(none)".into(), |p| p.display().to_string())
+    );
+    let _ = writeln!(
+        out,
+        "late commands: older than {} are reported, not run",
+        humantime::format_duration(profile.zulip.late_command_age)
+    );
+    let _ = writeln!(
+        out,
+        "plugins:       dir {}{}",
+        profile.policy.dir.display(),
+        if profile.policy.load_all {
+            ", loading every .wasm in it"
+        } else {
+            ""
+        }
+    );
+    for (i, plugin) in profile.policy.plugins.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  {}. {} (fuel {}, memory {} MiB, timeout {} ms, config {})",
+            i + 1,
+            plugin.source,
+            plugin.limits.fuel,
+            plugin.limits.memory_bytes >> 20,
+            plugin.limits.timeout.as_millis(),
+            plugin.config_json
+        );
+    }
+    out
+}
+
+/// Copies profile `from` (and its persona) to `name`, pointing the copy at
+/// its own zuliprc so that two profiles never share one bot identity.
+pub fn create_profile(dir: &Path, name: &str, from: &str) -> anyhow::Result<()> {
+    profile::validate_name(name).map_err(anyhow::Error::msg)?;
+    profile::validate_name(from).map_err(anyhow::Error::msg)?;
+    let source = dir.join(format!("{from}.toml"));
+    let target = dir.join(format!("{name}.toml"));
+    if target.exists() {
+        bail!("{} exists already; pick another name", target.display());
+    }
+    let text = std::fs::read_to_string(&source)
+        .with_context(|| format!("cannot read profile {}", source.display()))?;
+    let text = text
+        .replace(
+            &format!("\"{from}.zuliprc\""),
+            &format!("\"{name}.zuliprc\""),
+        )
+        .replace(
+            &format!("\"{from}.soul.md\""),
+            &format!("\"{name}.soul.md\""),
+        );
+    std::fs::write(&target, text).with_context(|| format!("cannot write {}", target.display()))?;
+    let persona = dir.join(format!("{from}.soul.md"));
+    if persona.is_file() {
+        let copy = dir.join(format!("{name}.soul.md"));
+        if !copy.exists() {
+            std::fs::copy(&persona, &copy)
+                .with_context(|| format!("cannot copy {}", persona.display()))?;
+        }
+    }
+    println!(
+        "created {} from {}; give it its own bot: put its zuliprc at {}",
+        target.display(),
+        source.display(),
+        dir.join(format!("{name}.zuliprc")).display()
+    );
+    Ok(())
+}

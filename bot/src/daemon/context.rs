@@ -1,0 +1,233 @@
+//! The daemon's context: everything its loops share, built once at start
+//! from validated profiles, and the constructors of each loop from it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::Transport;
+use crate::analyzer::Analyzer;
+use crate::asana::Asana;
+use crate::carry::Carrier;
+use crate::decisions::{Decider, DeciderSettings};
+use crate::github::GitHub;
+use crate::intake::Intake;
+use crate::mirror::{People, Poster};
+use crate::policy::PolicyHost;
+use crate::prloop::PrLoop;
+use crate::profile::Profile;
+use crate::runner::{Runner, RunnerOptions};
+use crate::store::Store;
+
+/// What the daemon is started with: the validated profiles of the roles it
+/// runs, an open store, and the `eagle` binary (read by `main`).
+#[derive(Debug)]
+pub struct Setup {
+    pub store: Store,
+    /// The `eagle` binary: the worker shim, `eagle request`, the hook.
+    pub exe: PathBuf,
+    /// Eagle's profile, if Eagle's loops run here (chat, decisions, the
+    /// analyzer, what Eagle carries out, Asana intake).
+    pub eagle: Option<Profile>,
+    /// The executor's profile, if its loops run here (the runner, the PR loop).
+    pub executor: Option<Profile>,
+    /// Use the built-in demo worker when no worker command is configured
+    /// (the shell); otherwise the executor refuses to start without one.
+    pub demo_worker: bool,
+}
+
+/// How a transport speaks for one profile: the poster its posts about runs
+/// go out under, and how they name people.
+#[derive(Debug, Clone)]
+pub struct Voice {
+    pub poster: Poster,
+    pub people: People,
+}
+
+/// One identity's share of the context.
+#[derive(Debug)]
+pub struct Side {
+    pub profile: Profile,
+    pub voice: Voice,
+    /// The client of the profile's `[github]`, if any.
+    pub github: Option<GitHub>,
+    /// The client of the profile's `[asana]`, if any.
+    pub asana: Option<Arc<Asana>>,
+}
+
+impl Side {
+    async fn build<T: Transport>(
+        profile: Profile,
+        store: &Store,
+        transport: &mut T,
+    ) -> anyhow::Result<Side> {
+        let github = super::clients::github(&profile, store)?;
+        let asana = super::clients::asana(&profile)?;
+        let voice = transport.voice(&profile).await;
+        Ok(Side {
+            profile,
+            voice,
+            github,
+            asana,
+        })
+    }
+
+    /// The client and settings of `[github]`, together.
+    fn github(&self) -> Option<(GitHub, crate::profile::GithubSettings)> {
+        let client = self.github.clone()?;
+        Some((client, self.profile.github.clone()?))
+    }
+}
+
+/// Everything the daemon's loops share, built once.
+#[derive(Debug)]
+pub struct Context {
+    pub store: Store,
+    /// This process's name in leases and claims ([`crate::host::instance_name`]).
+    pub instance: String,
+    pub exe: PathBuf,
+    pub eagle: Option<Side>,
+    pub executor: Option<Side>,
+    /// Eagle's policy plugins (loaded when Eagle's side runs here).
+    pub policy: Option<PolicyHost>,
+    /// The work the runner has in hand (claims, adoptions, workers).
+    pub busy: watch::Sender<usize>,
+    demo_worker: bool,
+}
+
+impl Context {
+    /// Builds the context: the clients of each profile, how `transport`
+    /// speaks for it, and Eagle's plugins (each one that fails to load is
+    /// reported and votes escalate).
+    pub async fn build<T: Transport>(setup: Setup, transport: &mut T) -> anyhow::Result<Context> {
+        let store = setup.store;
+        let eagle = match setup.eagle {
+            Some(profile) => Some(Side::build(profile, &store, transport).await?),
+            None => None,
+        };
+        let executor = match setup.executor {
+            Some(profile) => Some(Side::build(profile, &store, transport).await?),
+            None => None,
+        };
+        let policy = match &eagle {
+            Some(side) => {
+                let host = PolicyHost::for_profile(&side.profile).await?;
+                for plugin in host.plugins() {
+                    tracing::info!(plugin = %plugin.identity, state = %plugin.state, "policy plugin");
+                }
+                Some(host)
+            }
+            None => None,
+        };
+        Ok(Context {
+            store,
+            instance: crate::host::instance_name(),
+            exe: setup.exe,
+            eagle,
+            executor,
+            policy,
+            busy: watch::Sender::new(0),
+            demo_worker: setup.demo_worker,
+        })
+    }
+
+    /// Eagle's side and its plugins, for the loops that need both.
+    fn eagle(&self) -> anyhow::Result<(&Side, &PolicyHost)> {
+        match (&self.eagle, &self.policy) {
+            (Some(side), Some(policy)) => Ok((side, policy)),
+            _ => anyhow::bail!("Eagle's profile is not part of this daemon"),
+        }
+    }
+
+    /// Eagle's decider.
+    pub fn decider(&self) -> anyhow::Result<Decider> {
+        let (side, policy) = self.eagle()?;
+        Ok(Decider {
+            store: self.store.clone(),
+            policy: policy.clone(),
+            poster: side.voice.poster.clone(),
+            people: side.voice.people.clone(),
+            settings: DeciderSettings {
+                reminder_after: side.profile.decisions.reminder_after,
+                approval_ttl: side.profile.decisions.approval_ttl,
+            },
+        })
+    }
+
+    /// Eagle's analyzer.
+    pub fn analyzer(&self) -> anyhow::Result<Analyzer> {
+        let (side, policy) = self.eagle()?;
+        Analyzer::new(
+            &side.profile,
+            self.store.clone(),
+            policy.clone(),
+            side.voice.poster.clone(),
+            side.voice.people.clone(),
+            &self.exe,
+        )
+    }
+
+    /// What Eagle carries out for approved requests.
+    pub fn carrier(&self) -> anyhow::Result<Carrier> {
+        let (side, _) = self.eagle()?;
+        Ok(Carrier::new(
+            self.store.clone(),
+            side.voice.poster.clone(),
+            side.github(),
+            side.asana.clone(),
+            self.instance.clone(),
+        ))
+    }
+
+    /// Asana intake, if Eagle's profile has `[asana]`.
+    pub fn intake(&self) -> anyhow::Result<Option<Intake>> {
+        let side = self
+            .eagle
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("Eagle's profile is not part of this daemon"))?;
+        let (Some(asana), Some(settings)) = (&side.asana, &side.profile.asana) else {
+            return Ok(None);
+        };
+        Ok(Some(Intake::new(
+            self.store.clone(),
+            Arc::clone(asana),
+            settings.clone(),
+            side.profile.owner.as_ref().map(ToString::to_string),
+        )))
+    }
+
+    /// The executor's side.
+    fn executor(&self) -> anyhow::Result<&Side> {
+        self.executor
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("the executor's profile is not part of this daemon"))
+    }
+
+    /// The executor's runner.
+    pub fn runner(&self) -> anyhow::Result<Runner> {
+        let side = self.executor()?;
+        Runner::new(
+            &side.profile,
+            self.store.clone(),
+            RunnerOptions {
+                poster: side.voice.poster.clone(),
+                people: side.voice.people.clone(),
+                demo_if_unset: self.demo_worker,
+                exe: self.exe.clone(),
+                busy: self.busy.clone(),
+            },
+        )
+    }
+
+    /// The executor's PR loop.
+    pub fn pr_loop(&self) -> anyhow::Result<PrLoop> {
+        let side = self.executor()?;
+        Ok(PrLoop::new(
+            self.store.clone(),
+            side.voice.poster.clone(),
+            side.voice.people.clone(),
+            side.github(),
+        ))
+    }
+}

@@ -1,0 +1,88 @@
+//! What `eagle check` says about the executor's workers: the worker
+//! command, the worker user, and who can read what Eagle keeps from them.
+
+use super::{NO_WORKER_COMMAND, Prompts};
+use crate::host;
+use crate::profile::Profile;
+
+/// How serious a finding of `eagle check` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Ok,
+    Warn,
+    Fail,
+}
+
+/// What `eagle check` says about running workers and keeping Eagle's
+/// secrets from them: the worker command, the worker user, and who can read
+/// the database, the profiles and the zuliprc.
+pub fn checks(profile: &Profile) -> Vec<(Severity, String)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    if profile.role == crate::profile::Role::Executor {
+        match &profile.runner.worker_command {
+            Some(command) => out.push((
+                Severity::Ok,
+                format!("worker command: {} ({:?})", command.template, command.kind),
+            )),
+            None => out.push((Severity::Fail, NO_WORKER_COMMAND.to_string())),
+        }
+        match profile.runner.worker_user.as_deref().map(host::lookup_user) {
+            None => out.push((
+                Severity::Warn,
+                "workers run as Eagle's own user: a worker could read what Eagle reads (the \
+                 database, the zuliprc); set runner.worker_user (README.md, \"Workers\")"
+                    .into(),
+            )),
+            Some(Ok(Some(user))) if user.uid == host::euid() => out.push((
+                Severity::Warn,
+                format!(
+                    "runner.worker_user {} is Eagle's own user: workers could read what Eagle reads",
+                    user.name
+                ),
+            )),
+            Some(Ok(Some(user))) if host::euid() != 0 => out.push((
+                Severity::Fail,
+                format!(
+                    "runner.worker_user {} is another user, but Eagle does not run as root: it cannot start workers as it",
+                    user.name
+                ),
+            )),
+            Some(Ok(Some(user))) => out.push((
+                Severity::Ok,
+                format!("workers run as {} (uid {})", user.name, user.uid),
+            )),
+            Some(Ok(None)) => out.push((
+                Severity::Fail,
+                format!(
+                    "runner.worker_user {:?} does not exist (useradd --system --create-home {0})",
+                    profile.runner.worker_user.as_deref().unwrap_or_default()
+                ),
+            )),
+            Some(Err(error)) => out.push((Severity::Fail, format!("cannot look up runner.worker_user: {error}"))),
+        }
+        if let Err(error) = Prompts::load(profile.runner.prompts_dir.as_deref()) {
+            out.push((Severity::Fail, error));
+        }
+    }
+    let mut private = |what: &str, path: &std::path::Path| {
+        if let Ok(meta) = std::fs::metadata(path) {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o044 != 0 {
+                out.push((
+                    Severity::Warn,
+                    format!(
+                        "{what} {} is readable by other users (mode {mode:o}): chmod 600 it",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+    };
+    if !profile.database_url.is_postgres() {
+        private("the database", &profile.data_dir.join("eagle.db"));
+    }
+    private("the zuliprc", &profile.zuliprc);
+    private("the profile", &profile.path);
+    out
+}
