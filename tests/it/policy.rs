@@ -806,7 +806,7 @@ fn settings_for(dir: &Path) -> PolicySettings {
     )
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn the_watcher_reloads_on_its_interval() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -823,6 +823,9 @@ async fn the_watcher_reloads_on_its_interval() {
     let store = eagle::store::Store::open(&eagle::profile::DatabaseUrl::new("sqlite::memory:"))
         .await
         .unwrap();
+    // Paused from here (the store's pool must not time out while it
+    // opens): the reloader is woken by its timer only.
+    tokio::time::pause();
     let watcher = tokio::spawn(eagle::background::drive(
         eagle::daemon::PluginReload(host.clone()),
         store,
