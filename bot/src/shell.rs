@@ -22,9 +22,10 @@ use anyhow::Context as _;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::{ChatContext, Handled, InboundMessage, Place, ReplyCaps, Sender, handle_message};
+use crate::chat::{ChatContext, Handled, ReplyCaps, handle_message};
 use crate::commands::BotNames;
 use crate::decisions::{Decider, DeciderSettings};
+use crate::message::{InboundMessage, Place, Sender};
 use crate::mirror::{People, Poster};
 use crate::profile::{Profile, UserRef};
 use crate::runner::{Runner, RunnerOptions};

@@ -8,7 +8,8 @@
 
 use super::handlers::CommandReply;
 use super::{Command, RunOrAll};
-use crate::chat::{ChatContext, InboundMessage};
+use crate::chat::ChatContext;
+use crate::message::InboundMessage;
 use crate::store::{
     Approval, Control, Request, Run, RunState, StoreError, TaskStatus, Transition, Tx,
 };

@@ -5,7 +5,8 @@
 //! commit together or not at all.
 
 use super::{Access, Command, StatusQuery, help_text};
-use crate::chat::{ChatContext, InboundMessage, Place};
+use crate::chat::ChatContext;
+use crate::message::{InboundMessage, Place};
 use crate::store::{NewAuditEntry, NewTask, Origin, StoreError, Tx};
 
 /// A command's answer.
