@@ -9,7 +9,7 @@
 //! outbox in the same transaction, so a crash between doing and saying loses
 //! nothing.
 
-use crate::commands::{self, BotNames, CommandReply, Invocation, parse_message};
+use crate::commands::{self, BotNames, CommandContext, CommandReply, Invocation, parse_message};
 use crate::message::{InboundMessage, Place};
 use crate::profile::{Profile, Role};
 use crate::store::{NewOutboxItem, OutboxItem, OutboxKind, Store, StoreError, Tx};
@@ -384,15 +384,10 @@ async fn act(
             let max = ctx.profile.chat.max_commands;
             let (invocations, skipped) = invocations.split_at(invocations.len().min(max));
             let mut replies = Vec::with_capacity(invocations.len() + 1);
-            let mut queue_ordinal = 0;
+            let mut cx = CommandContext::new(tx, ctx.profile, ctx.bot, &ctx.poster, message);
             for invocation in invocations {
                 let reply = match &invocation.result {
-                    Ok(command) => {
-                        if matches!(command, commands::Command::Queue { title: Some(_), .. }) {
-                            queue_ordinal += 1;
-                        }
-                        commands::execute(tx, ctx, message, command, queue_ordinal).await?
-                    }
+                    Ok(command) => commands::execute(&mut cx, command).await?,
                     Err(error) => CommandReply {
                         text: error.to_string(),
                         ok: false,

@@ -8,8 +8,8 @@
 
 use chrono::{DateTime, Utc};
 
+use super::CommandReply;
 use super::WhyTarget;
-use super::handlers::CommandReply;
 use crate::message::{InboundMessage, Place};
 use crate::store::{Control, Request, Run, StoreError, Task, Tx};
 use crate::text::{neutralize_mentions, one_line};
