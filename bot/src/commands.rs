@@ -157,7 +157,8 @@ macro_rules! commands {
                 ) -> Option<Result<Self, ParseError>> {
                     $(
                         if word.eq_ignore_ascii_case(<$command as ChatCommand>::SPEC.name) {
-                            return Some(<$command as ChatCommand>::parse(args, body).map($set::$command));
+                            let parsed = <$command as ChatCommand>::parse(args, body);
+                            return Some(parsed.map($set::$command));
                         }
                     )+
                     None
