@@ -9,95 +9,15 @@
 //! outbox in the same transaction, so a crash between doing and saying loses
 //! nothing.
 
-use std::fmt;
-
-use chrono::{DateTime, Utc};
-
-use crate::commands::{self, BotNames, CommandReply, Invocation, parse_message};
+use crate::commands::{self, BotNames, CommandContext, CommandReply, Invocation, parse_message};
+use crate::message::{InboundMessage, Place};
 use crate::profile::{Profile, Role};
-use crate::store::{Destination, NewOutboxItem, OutboxItem, OutboxKind, Store, StoreError, Tx};
+use crate::store::{NewOutboxItem, OutboxItem, OutboxKind, Store, StoreError, Tx};
 
 /// The reaction once a command did what was asked.
 pub const EMOJI_DONE: &str = "check";
 /// The reaction when a command was refused or failed.
 pub const EMOJI_FAILED: &str = "cross_mark";
-
-/// Who sent a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sender {
-    pub user_id: i64,
-    pub email: String,
-    pub full_name: String,
-    pub is_bot: bool,
-}
-
-/// Where a message was posted, which is where its reply goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Place {
-    Channel {
-        channel: String,
-        topic: String,
-    },
-    /// A direct message; `user_ids` are the other participants.
-    Direct {
-        user_ids: Vec<i64>,
-    },
-}
-
-impl fmt::Display for Place {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Place::Channel { channel, topic } => write!(f, "#{channel} > {topic}"),
-            Place::Direct { .. } => f.write_str("a direct message"),
-        }
-    }
-}
-
-/// A message as the command layer sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InboundMessage {
-    /// The identity that received it: the profile name, or `shell`.
-    pub identity: String,
-    /// `zulip` or `shell`: the prefix of task ids captured from it.
-    pub transport: &'static str,
-    pub message_id: i64,
-    pub sender: Sender,
-    pub place: Place,
-    pub content: String,
-    /// Whether the message mentions the bot.
-    pub mentioned: bool,
-    /// Posted where not everyone can read it (a direct message, a private
-    /// channel): what it captures is shown only where it is visible.
-    pub private: bool,
-    pub timestamp: DateTime<Utc>,
-    /// Found by back-fill and older than the profile's `late_command_age`:
-    /// reported, not executed.
-    pub late: bool,
-}
-
-impl InboundMessage {
-    /// How the audit log names the sender.
-    pub fn sender_actor(&self) -> String {
-        format!("human:{} <{}>", self.sender.user_id, self.sender.email)
-    }
-
-    /// Where the reply goes: the same topic, or the same conversation.
-    pub fn reply_destination(&self) -> Destination {
-        match &self.place {
-            Place::Channel { channel, topic } => Destination::Channel {
-                channel: channel.clone(),
-                topic: topic.clone(),
-            },
-            Place::Direct { user_ids } => {
-                let mut ids = user_ids.clone();
-                if !ids.contains(&self.sender.user_id) {
-                    ids.push(self.sender.user_id);
-                }
-                Destination::Direct { user_ids: ids }
-            }
-        }
-    }
-}
 
 /// What the transport can do with replies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -464,15 +384,10 @@ async fn act(
             let max = ctx.profile.chat.max_commands;
             let (invocations, skipped) = invocations.split_at(invocations.len().min(max));
             let mut replies = Vec::with_capacity(invocations.len() + 1);
-            let mut queue_ordinal = 0;
+            let mut cx = CommandContext::new(tx, ctx.profile, ctx.bot, &ctx.poster, message);
             for invocation in invocations {
                 let reply = match &invocation.result {
-                    Ok(command) => {
-                        if matches!(command, commands::Command::Queue { title: Some(_), .. }) {
-                            queue_ordinal += 1;
-                        }
-                        commands::execute(tx, ctx, message, command, queue_ordinal).await?
-                    }
+                    Ok(command) => commands::execute(&mut cx, command).await?,
                     Err(error) => CommandReply {
                         text: error.to_string(),
                         ok: false,

@@ -18,6 +18,7 @@ pub mod github;
 pub mod host;
 pub mod intake;
 pub mod logging;
+pub mod message;
 pub mod mirror;
 pub mod policy;
 pub mod prloop;

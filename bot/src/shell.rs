@@ -22,9 +22,10 @@ use anyhow::Context as _;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, Lines};
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::{ChatContext, Handled, InboundMessage, Place, ReplyCaps, Sender, handle_message};
+use crate::chat::{ChatContext, Handled, ReplyCaps, handle_message};
 use crate::commands::BotNames;
 use crate::daemon::{Context, Daemon, Setup, Transport, Voice};
+use crate::message::{InboundMessage, Place, Sender};
 use crate::mirror::{Naming, People, Poster};
 use crate::profile::{Profile, UserRef};
 use crate::singleton::Lease;

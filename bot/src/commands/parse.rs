@@ -1,12 +1,15 @@
 //! The command parser: message text in, commands out. Pure: no IO, no panics,
 //! every input gives commands or parse errors that show the usage.
+//!
+//! This finds the command lines of a message (outside fences and quotes,
+//! also after a leading mention of the bot) and hands each to its
+//! command's own parser ([`super::ChatCommand::parse`]), through the
+//! command set's dispatch; the small readers those parsers share (ids, no
+//! arguments) are here too.
 
 use std::fmt;
 
-use super::{Command, CommandSpec, SPECS, StatusQuery, WhyTarget, spec};
-
-/// Longest task title kept as a title; longer text moves to the description.
-const MAX_TITLE_CHARS: usize = 200;
+use super::{Command, CommandSet, CommandSpec};
 
 /// How the bot is named in mentions: `@**Full Name**`, `@**Full Name|id**`, `@**|id**`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,12 +18,13 @@ pub struct BotNames {
     pub user_id: Option<i64>,
 }
 
-/// One command line of a message, parsed.
+/// One command line of a message, parsed (into a command of Eagle's set,
+/// unless told otherwise).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invocation {
+pub struct Invocation<C = Command> {
     /// The command line as written (without a leading mention), for the reply.
     pub line: String,
-    pub result: Result<Command, ParseError>,
+    pub result: Result<C, ParseError>,
 }
 
 /// A command line that could not be understood, with the usage to show.
@@ -41,7 +45,8 @@ impl fmt::Display for ParseError {
 }
 
 impl ParseError {
-    fn usage(spec: &CommandSpec, message: impl Into<String>) -> Self {
+    /// A mistake in a command line, shown with that command's usage.
+    pub(super) fn usage(spec: &CommandSpec, message: impl Into<String>) -> Self {
         ParseError {
             message: message.into(),
             usage: Some(spec.usage()),
@@ -171,6 +176,11 @@ fn command_line<'a>(line: &'a str, bot: &BotNames) -> Option<(&'a str, &'a str, 
 /// Lines inside code fences and quotes are never commands. The lines after a
 /// `!queue` line, up to the next command line, are that task's description.
 pub fn parse_message(text: &str, bot: &BotNames) -> Vec<Invocation> {
+    parse_message_as::<Command>(text, bot)
+}
+
+/// [`parse_message`] for the commands of any set.
+pub fn parse_message_as<C: CommandSet>(text: &str, bot: &BotNames) -> Vec<Invocation<C>> {
     struct Pending<'a> {
         line: &'a str,
         word: &'a str,
@@ -215,221 +225,50 @@ pub fn parse_message(text: &str, bot: &BotNames) -> Vec<Invocation> {
         .collect()
 }
 
-fn parse_command(word: &str, args: &str, body: &[&str]) -> Result<Command, ParseError> {
-    let Some(spec) = spec(word) else {
-        let hint = closest(word)
+fn parse_command<C: CommandSet>(word: &str, args: &str, body: &[&str]) -> Result<C, ParseError> {
+    C::parse(word, args, body).unwrap_or_else(|| {
+        let hint = closest(C::SPECS, word)
             .map(|name| format!(" Did you mean `!{name}`?"))
             .unwrap_or_default();
-        return Err(ParseError {
+        Err(ParseError {
             message: format!(
                 "I don't know the command `!{word}`.{hint} `!help` lists the commands."
             ),
             usage: None,
-        });
-    };
+        })
+    })
+}
+
+/// Arguments of a command that takes none.
+pub(super) fn no_args(spec: &CommandSpec, args: &str) -> Result<(), ParseError> {
+    if args.split_whitespace().next().is_none() {
+        Ok(())
+    } else {
+        Err(ParseError::usage(
+            spec,
+            format!("`!{}` takes no arguments.", spec.name),
+        ))
+    }
+}
+
+/// Arguments of a command that takes exactly one id of a `what`.
+pub(super) fn one_id(spec: &CommandSpec, args: &str, what: &str) -> Result<i64, ParseError> {
     let words: Vec<&str> = args.split_whitespace().collect();
-    let no_args = |command: Command| {
-        if words.is_empty() {
-            Ok(command)
-        } else {
-            Err(ParseError::usage(
-                spec,
-                format!("`!{}` takes no arguments.", spec.name),
-            ))
-        }
-    };
-    let one_id = |what: &str| -> Result<i64, ParseError> {
-        match words.as_slice() {
-            [one] => id(one, what).map_err(|m| ParseError::usage(spec, m)),
-            [] => Err(ParseError::usage(
-                spec,
-                format!("`!{}` needs a {what} id.", spec.name),
-            )),
-            _ => Err(ParseError::usage(
-                spec,
-                format!("`!{}` takes one {what} id.", spec.name),
-            )),
-        }
-    };
-    match spec.name {
-        "help" => match words.as_slice() {
-            [] => Ok(Command::Help { command: None }),
-            [name] => match super::spec(name.trim_start_matches('!')) {
-                Some(found) => Ok(Command::Help {
-                    command: Some(found.name),
-                }),
-                None => Err(ParseError::usage(
-                    spec,
-                    format!("There is no command `!{}`.", name.trim_start_matches('!')),
-                )),
-            },
-            _ => Err(ParseError::usage(
-                spec,
-                "`!help` takes at most one command name.",
-            )),
-        },
-        "queue" => Ok(queue(args, body)),
-        "status" => status(&words).map_err(|m| ParseError::usage(spec, m)),
-        "why" => why(&words).map_err(|m| ParseError::usage(spec, m)),
-        "approve" => {
-            let Some((run, rest)) = words.split_first() else {
-                return Err(ParseError::usage(spec, "`!approve` needs a run id."));
-            };
-            let run = id(run, "run").map_err(|m| ParseError::usage(spec, m))?;
-            let (request, note) = match rest.split_first() {
-                Some((first, note)) if id(first, "request").is_ok() => {
-                    (id(first, "request").ok(), note)
-                }
-                _ => (None, rest),
-            };
-            let note = note.join(" ");
-            Ok(Command::Approve {
-                run,
-                request,
-                note: (!note.is_empty()).then_some(note),
-            })
-        }
-        "deny" => {
-            let Some((run, rest)) = words.split_first() else {
-                return Err(ParseError::usage(
-                    spec,
-                    "`!deny` needs a run id and a reason.",
-                ));
-            };
-            let run = id(run, "run").map_err(|m| ParseError::usage(spec, m))?;
-            let (request, reason) = match rest.split_first() {
-                Some((first, reason)) if id(first, "request").is_ok() => {
-                    (id(first, "request").ok(), reason)
-                }
-                _ => (None, rest),
-            };
-            if reason.is_empty() {
-                return Err(ParseError::usage(
-                    spec,
-                    "`!deny` needs a reason for the worker.",
-                ));
-            }
-            Ok(Command::Deny {
-                run,
-                request,
-                reason: reason.join(" "),
-            })
-        }
-        "go" => Ok(Command::Go {
-            task: one_id("task")?,
-        }),
-        "cancel" => Ok(Command::Cancel {
-            run: one_id("run")?,
-        }),
-        "hold" => Ok(Command::Hold {
-            target: run_or_all(&words).map_err(|m| ParseError::usage(spec, m))?,
-        }),
-        "unhold" => Ok(Command::Unhold {
-            target: run_or_all(&words).map_err(|m| ParseError::usage(spec, m))?,
-        }),
-        "retry" => Ok(Command::Retry {
-            run: one_id("run")?,
-        }),
-        "pause" => no_args(Command::Pause),
-        "resume" => no_args(Command::Resume),
-        "reanalyze" => match words.as_slice() {
-            [] => Ok(Command::Reanalyze { confirm: false }),
-            [word] if word.eq_ignore_ascii_case("confirm") => {
-                Ok(Command::Reanalyze { confirm: true })
-            }
-            _ => Err(ParseError::usage(
-                spec,
-                "`!reanalyze` takes nothing, or `confirm`.".to_string(),
-            )),
-        },
-        other => Err(ParseError {
-            message: format!("`!{other}` has no parser."),
-            usage: None,
-        }),
+    match words.as_slice() {
+        [one] => id(one, what).map_err(|m| ParseError::usage(spec, m)),
+        [] => Err(ParseError::usage(
+            spec,
+            format!("`!{}` needs a {what} id.", spec.name),
+        )),
+        _ => Err(ParseError::usage(
+            spec,
+            format!("`!{}` takes one {what} id.", spec.name),
+        )),
     }
-}
-
-fn queue(args: &str, body: &[&str]) -> Command {
-    // Trim blank lines around the description, keep everything in between.
-    let first = body.iter().position(|l| !l.trim().is_empty());
-    let last = body.iter().rposition(|l| !l.trim().is_empty());
-    let mut description: Vec<&str> = match (first, last) {
-        (Some(first), Some(last)) => body[first..=last].to_vec(),
-        _ => Vec::new(),
-    };
-    let mut title = args.trim().to_string();
-    if title.is_empty() {
-        if description.is_empty() {
-            return Command::Queue {
-                title: None,
-                description: String::new(),
-            };
-        }
-        title = description.remove(0).trim().to_string();
-    }
-    let mut description = description.join("\n");
-    if title.chars().count() > MAX_TITLE_CHARS {
-        // Nothing is lost: the whole line leads the description.
-        let cut: String = title.chars().take(MAX_TITLE_CHARS).collect();
-        let cut = match cut.rfind(' ') {
-            Some(space) if space > MAX_TITLE_CHARS / 2 => cut[..space].to_string(),
-            _ => cut,
-        };
-        description = if description.is_empty() {
-            title.clone()
-        } else {
-            format!("{title}\n\n{description}")
-        };
-        title = format!("{cut}…");
-    }
-    Command::Queue {
-        title: Some(title),
-        description,
-    }
-}
-
-fn run_or_all(words: &[&str]) -> Result<super::RunOrAll, String> {
-    match words {
-        [word] if word.eq_ignore_ascii_case("all") => Ok(super::RunOrAll::All),
-        [run] => Ok(super::RunOrAll::Run(id(run, "run")?)),
-        [] => Err("Say which run, or `all`.".into()),
-        _ => Err("Give one run id, or `all`.".into()),
-    }
-}
-
-fn status(words: &[&str]) -> Result<Command, String> {
-    let query = match words {
-        [] => StatusQuery::Overview { page: 1 },
-        ["page", n] => StatusQuery::Overview {
-            page: n
-                .parse::<u32>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| format!("{n:?} is not a page number."))?,
-        },
-        ["run", run] => StatusQuery::Run(id(run, "run")?),
-        ["task", task] => StatusQuery::Task(id(task, "task")?),
-        [one] if one.starts_with("run:") => StatusQuery::Run(id(one, "run")?),
-        [task] => StatusQuery::Task(id(task, "task")?),
-        _ => return Err("`!status` takes a task id, `run <run id>` or `page <n>`.".into()),
-    };
-    Ok(Command::Status(query))
-}
-
-fn why(words: &[&str]) -> Result<Command, String> {
-    let target = match words {
-        ["task", n] => WhyTarget::Task(id(n, "task")?),
-        ["run", n] => WhyTarget::Run(id(n, "run")?),
-        ["request" | "req", n] => WhyTarget::Request(id(n, "request")?),
-        [one] if one.starts_with("run:") => WhyTarget::Run(id(one, "run")?),
-        [one] if one.starts_with("req:") => WhyTarget::Request(id(one, "request")?),
-        _ => return Err("`!why` takes `task <id>`, `run <id>` or `request <id>`.".into()),
-    };
-    Ok(Command::Why(target))
 }
 
 /// Parses an id written as `42`, `#42`, `run:42` or `req:42`.
-fn id(word: &str, what: &str) -> Result<i64, String> {
+pub(super) fn id(word: &str, what: &str) -> Result<i64, String> {
     let digits = word
         .strip_prefix('#')
         .or_else(|| word.strip_prefix("run:"))
@@ -444,9 +283,9 @@ fn id(word: &str, what: &str) -> Result<i64, String> {
 }
 
 /// The command nearest to a mistyped word, if one is close.
-fn closest(word: &str) -> Option<&'static str> {
+fn closest(specs: &[CommandSpec], word: &str) -> Option<&'static str> {
     let word = word.to_ascii_lowercase();
-    SPECS
+    specs
         .iter()
         .map(|s| (edit_distance(&word, s.name), s.name))
         .filter(|(d, _)| *d <= (word.len() / 3).max(1))
@@ -472,6 +311,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::Queue;
+    use crate::commands::inbox::MAX_TITLE_CHARS;
 
     fn bot() -> BotNames {
         BotNames {
@@ -704,10 +545,10 @@ mod tests {
     fn long_titles_keep_everything() {
         let long = "word ".repeat(80);
         let parsed = parse_message(&format!("!queue {long}\nmore"), &bot());
-        let Ok(Command::Queue {
+        let Ok(Command::Queue(Queue {
             title: Some(title),
             description,
-        }) = &parsed[0].result
+        })) = &parsed[0].result
         else {
             panic!("not a queue command: {parsed:?}");
         };

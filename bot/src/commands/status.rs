@@ -8,9 +8,9 @@
 
 use chrono::{DateTime, Utc};
 
+use super::CommandReply;
 use super::WhyTarget;
-use super::handlers::CommandReply;
-use crate::chat::{InboundMessage, Place};
+use crate::message::{InboundMessage, Place};
 use crate::store::{Control, Request, Run, StoreError, Task, Tx};
 use crate::text::{neutralize_mentions, one_line};
 

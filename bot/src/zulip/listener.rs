@@ -19,8 +19,9 @@ use super::Error;
 use super::client::{Client, RegisterParams};
 use super::types::{Anchor, Event, Message, Recipient, User};
 use crate::backoff::Backoff;
-use crate::chat::{ChatContext, Handled, InboundMessage, Place, ReplyCaps, Sender, handle_message};
+use crate::chat::{ChatContext, Handled, ReplyCaps, handle_message};
 use crate::commands::BotNames;
+use crate::message::{InboundMessage, Place, Sender};
 use crate::profile::{Profile, Role};
 use crate::store::Store;
 
