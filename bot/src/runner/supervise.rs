@@ -143,43 +143,24 @@ pub(super) async fn adopt(
         .worker_started_at
         .map(|at| (crate::store::now() - at).to_std().unwrap_or_default())
         .unwrap_or_default();
-    let (stop_tx, _) = watch::channel(None);
-    let (flush_tx, flush_rx) = tokio::sync::mpsc::channel(16);
-    let mut worker = Worker {
-        shared: Arc::clone(shared),
-        fence: fence.clone(),
-        private: task.as_ref().is_some_and(|t| t.origin_private),
+    let mut worker = Worker::new(
+        shared,
+        fence,
         task,
-        pid: alive.then_some(pid),
-        child: None,
-        pidfd: if alive { pidfd } else { None },
-        reader: LogReader::new(
-            PathBuf::from(run.log_path.clone().unwrap_or_default()),
-            run.log_offset.max(0) as u64,
-        ),
-        kind: shared.command.kind,
-        limits: shared.settings.limits_for(kind.as_str()),
-        started: Instant::now()
-            .checked_sub(elapsed)
-            .unwrap_or_else(Instant::now),
-        last_output: Instant::now(),
-        exit_path: PathBuf::from(run.worker_exit_file.clone().unwrap_or_default()),
-        socket_path: PathBuf::from(run.socket_path.clone().unwrap_or_default()),
-        stop_tx,
-        socket_stop: CancellationToken::new(),
-        requests: Arc::new(AtomicUsize::new(0)),
-        unprocessed: Vec::new(),
-        done: None,
-        ending: None,
-        kill_at: None,
-        wrap_up_at: None,
-        pending_status: None,
-        last_status_post: None,
-        session: None,
-        check_run: true,
-        flush_rx,
-        flush_tx,
-    };
+        kind,
+        Handle {
+            pid: alive.then_some(pid),
+            child: None,
+            pidfd: if alive { pidfd } else { None },
+            log: LogReader::new(
+                PathBuf::from(run.log_path.clone().unwrap_or_default()),
+                run.log_offset.max(0) as u64,
+            ),
+            exit_path: PathBuf::from(run.worker_exit_file.clone().unwrap_or_default()),
+            socket_path: PathBuf::from(run.socket_path.clone().unwrap_or_default()),
+            elapsed,
+        },
+    );
     if alive {
         if let Some(hash) = run.token_sha256.clone() {
             worker.serve_socket(hash);
@@ -406,38 +387,21 @@ async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker, Failure> 
         alive_for: super::shim_deadline(limits.hard, shared.settings.wrap_up_grace)
             + Duration::from_secs(60),
     };
-    let (stop_tx, _) = watch::channel(None);
-    let (flush_tx, flush_rx) = tokio::sync::mpsc::channel(16);
-    let mut worker = Worker {
-        shared: Arc::clone(shared),
-        fence: fence.clone(),
-        private: task.as_ref().is_some_and(|t| t.origin_private),
+    let mut worker = Worker::new(
+        shared,
+        fence.clone(),
         task,
-        pid: Some(started.pid),
-        child: Some(started.child),
-        pidfd: None,
-        reader: LogReader::new(log_path, 0),
-        kind: shared.command.kind,
-        limits,
-        started: Instant::now(),
-        last_output: Instant::now(),
-        exit_path,
-        socket_path,
-        stop_tx,
-        socket_stop: CancellationToken::new(),
-        requests: Arc::new(AtomicUsize::new(0)),
-        unprocessed: Vec::new(),
-        done: None,
-        ending: None,
-        kill_at: None,
-        wrap_up_at: None,
-        pending_status: None,
-        last_status_post: None,
-        session: None,
-        check_run: true,
-        flush_rx,
-        flush_tx,
-    };
+        kind,
+        Handle {
+            pid: Some(started.pid),
+            child: Some(started.child),
+            pidfd: None,
+            log: LogReader::new(log_path, 0),
+            exit_path,
+            socket_path,
+            elapsed: Duration::ZERO,
+        },
+    );
     let recorded = async {
         let mut tx = shared.store.begin_write().await?;
         tx.record_worker(fence, &mirror).await?;
@@ -507,7 +471,66 @@ struct Worker {
     flush_tx: tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
 }
 
+/// What differs between a worker this runner started and one it re-adopted.
+struct Handle {
+    /// The shim's pid, which is also the group's id; `None`: already gone.
+    pid: Option<i32>,
+    /// Ours to reap when this runner started it.
+    child: Option<tokio::process::Child>,
+    /// A re-adopted worker's pidfd, opened before it was found alive.
+    pidfd: Option<std::os::fd::OwnedFd>,
+    /// The work log, read on from the offset already recorded.
+    log: LogReader,
+    exit_path: PathBuf,
+    socket_path: PathBuf,
+    /// How long the worker has run already (the hard limit counts from its start).
+    elapsed: Duration,
+}
+
 impl Worker {
+    /// A worker to follow, for an attempt of `kind`, nothing read or decided yet.
+    fn new(
+        shared: &Arc<Shared>,
+        fence: Fence,
+        task: Option<Task>,
+        kind: PromptKind,
+        handle: Handle,
+    ) -> Worker {
+        let (stop_tx, _) = watch::channel(None);
+        let (flush_tx, flush_rx) = tokio::sync::mpsc::channel(16);
+        let now = Instant::now();
+        Worker {
+            shared: Arc::clone(shared),
+            fence,
+            private: task.as_ref().is_some_and(|t| t.origin_private),
+            task,
+            pid: handle.pid,
+            child: handle.child,
+            pidfd: handle.pidfd,
+            reader: handle.log,
+            kind: shared.command.kind,
+            limits: shared.settings.limits_for(kind.as_str()),
+            started: now.checked_sub(handle.elapsed).unwrap_or(now),
+            last_output: now,
+            exit_path: handle.exit_path,
+            socket_path: handle.socket_path,
+            stop_tx,
+            socket_stop: CancellationToken::new(),
+            requests: Arc::new(AtomicUsize::new(0)),
+            unprocessed: Vec::new(),
+            done: None,
+            ending: None,
+            kill_at: None,
+            wrap_up_at: None,
+            pending_status: None,
+            last_status_post: None,
+            session: None,
+            check_run: true,
+            flush_rx,
+            flush_tx,
+        }
+    }
+
     fn topic(&self) -> String {
         format!("run {}", self.fence.run)
     }
