@@ -29,8 +29,8 @@ use crate::host;
 use crate::profile::{KindLimits, WorkerKind};
 use crate::store::{Claim, Fence, Run, StoreError, Task};
 
-/// The socket relays the requests it records the way the log's are relayed.
-pub(super) use record::relay_request;
+/// The socket records the requests it is sent the way the log's are.
+pub(super) use record::record_request;
 
 /// Why the runner ended a worker itself.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,19 +141,17 @@ struct Worker {
     flush_tx: tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
 }
 
-/// What differs between a worker this runner started and one it re-adopted.
+/// What differs between a worker this runner started and one it re-adopted:
+/// each is the [`Worker`] field of the same name, but `log` (its reader, at
+/// the offset already recorded) and `elapsed` (how long it has run already:
+/// the hard limit counts from its start).
 struct Handle {
-    /// The shim's pid, which is also the group's id; `None`: already gone.
     pid: Option<i32>,
-    /// Ours to reap when this runner started it.
     child: Option<tokio::process::Child>,
-    /// A re-adopted worker's pidfd, opened before it was found alive.
     pidfd: Option<std::os::fd::OwnedFd>,
-    /// The work log, read on from the offset already recorded.
     log: LogReader,
     exit_path: PathBuf,
     socket_path: PathBuf,
-    /// How long the worker has run already (the hard limit counts from its start).
     elapsed: Duration,
 }
 

@@ -80,6 +80,17 @@ impl Worker {
         self.kill_at = Some(self.kill_at.map_or(at, |k| k.min(at)));
     }
 
+    /// Another runner has the run now: the worker is stopped, and nothing
+    /// more is recorded for this attempt.
+    fn lost_claim(&mut self) {
+        self.end_worker(
+            Ending::LostClaim,
+            libc::SIGTERM,
+            KILL_GRACE,
+            "this attempt is over: stop now",
+        );
+    }
+
     /// Follows the worker until it exits (or this runner shuts down, leaving
     /// it to the next runner).
     pub(super) async fn follow(mut self, shutdown: CancellationToken) {
@@ -187,12 +198,7 @@ impl Worker {
                     run = self.fence.run,
                     "this runner lost its claim on the run; stopping its worker"
                 );
-                self.end_worker(
-                    Ending::LostClaim,
-                    libc::SIGTERM,
-                    KILL_GRACE,
-                    "this attempt is over: stop now",
-                );
+                self.lost_claim();
             }
             Err(error) => {
                 tracing::warn!(%error, run = self.fence.run, "cannot renew the claim; retrying")
@@ -265,12 +271,7 @@ impl Worker {
             Ok(()) => self.unprocessed.clear(),
             Err(StoreError::Fenced(_)) => {
                 self.unprocessed.clear();
-                self.end_worker(
-                    Ending::LostClaim,
-                    libc::SIGTERM,
-                    KILL_GRACE,
-                    "this attempt is over: stop now",
-                );
+                self.lost_claim();
             }
             Err(error) => {
                 tracing::warn!(%error, run = self.fence.run, "cannot record the worker's output; retrying")

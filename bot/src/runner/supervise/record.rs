@@ -4,44 +4,72 @@
 //! coalesced), its session, cost and turns, and the new log offset, all in
 //! one fenced transaction.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::time::Instant;
 
 use super::follow::KILL_GRACE;
 use super::{Ending, Worker};
 use crate::protocol::{Line, Tag};
+use crate::runner::Shared;
 use crate::runner::output::{Event, events};
-use crate::store::{NewRequest, Request, RequestVia, StoreError};
+use crate::store::{Fence, NewRequest, Recorded, Request, RequestVia, StoreError, Tx};
 use crate::text::{neutralize_mentions, one_line};
 
 /// The longest worker text relayed in one post.
 const RELAY_CHARS: usize = 500;
 
+/// Records a request of the attempt in `tx`; a new one is counted against
+/// the flood cap and posted in the run's topic. The log's request lines and
+/// the socket's requests both come through here.
+pub(in crate::runner) async fn record_request(
+    tx: &mut Tx,
+    shared: &Shared,
+    fence: &Fence,
+    requests: &AtomicUsize,
+    private: bool,
+    new: &NewRequest,
+) -> Result<Recorded, StoreError> {
+    let recorded = tx.record_request(new, fence).await?;
+    if recorded.new {
+        requests.fetch_add(1, Ordering::Relaxed);
+        let text = relay_request(&recorded.request, private);
+        let topic = format!("run {}", fence.run);
+        shared.poster.post(tx, &topic, &text).await?;
+    }
+    Ok(recorded)
+}
+
 /// `[REQUEST: run_tests] run:42 req:7 Scheme: macOS UI Tests CI`.
-pub(in crate::runner) fn relay_request(request: &Request, private: bool) -> String {
-    let body = if private || request.body.is_empty() {
-        String::new()
-    } else {
-        format!(" {}", quote(&request.body))
-    };
+fn relay_request(request: &Request, private: bool) -> String {
     format!(
-        "[{}: {}] run:{} req:{}{body}",
+        "[{}: {}] run:{} req:{}{}",
         request.tag(),
         request.action,
         request.run_id,
-        request.id
+        request.id,
+        shown(&request.body, private)
     )
 }
 
 /// A worker's line, stamped with the run's own id whatever the worker wrote.
 fn relay(line: &Line, run: i64, private: bool) -> String {
-    let body = if private || line.body.is_empty() {
+    format!(
+        "[{}: {}] run:{run}{}",
+        line.tag.as_str(),
+        line.action,
+        shown(&line.body, private)
+    )
+}
+
+/// A relayed line's words after its tag, with a space before them; none for
+/// a private task's run.
+fn shown(body: &str, private: bool) -> String {
+    if private || body.is_empty() {
         String::new()
     } else {
-        format!(" {}", quote(&line.body))
-    };
-    format!("[{}: {}] run:{run}{body}", line.tag.as_str(), line.action)
+        format!(" {}", quote(body))
+    }
 }
 
 /// A worker's text as Eagle posts it: one line, capped, mentions inert.
@@ -84,12 +112,15 @@ impl Worker {
                                 action: p.action.clone(),
                                 body: crate::mirror::cap(&one_line(&p.body, 2_000), 2_000),
                             };
-                            let recorded = tx.record_request(&new, &self.fence).await?;
-                            if recorded.new {
-                                self.requests.fetch_add(1, Ordering::Relaxed);
-                                let text = relay_request(&recorded.request, self.private);
-                                self.shared.poster.post(&mut tx, &topic, &text).await?;
-                            }
+                            record_request(
+                                &mut tx,
+                                &self.shared,
+                                &self.fence,
+                                &self.requests,
+                                self.private,
+                                &new,
+                            )
+                            .await?;
                         }
                         Tag::Status => {
                             let text = relay(&p, run, self.private);
