@@ -17,7 +17,7 @@ use crate::support::{Home, text};
 
 /// The pinned release (`../shared/claude/NOTES.md` describes it).
 const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.332";
-/// What the resumed prompt says (`runner/supervise.rs`, decisions_text).
+/// What the resumed prompt says (`runner/supervise/launch.rs`, decisions_text).
 const RESUME_MARKER: &str = "Eagle's answers to your earlier requests";
 
 /// The pinned CLI, installed under `target/` on first use (the check script

@@ -291,18 +291,18 @@ async fn record(
         let _ = tokio::time::timeout(Duration::from_secs(2), flushed).await;
     }
     let mut tx = ctx.shared.store.begin_write().await?;
-    let recorded = tx.record_request(new, &ctx.fence).await?;
+    let recorded = super::supervise::record_request(
+        &mut tx,
+        &ctx.shared,
+        &ctx.fence,
+        &ctx.requests,
+        ctx.private,
+        new,
+    )
+    .await?;
     if !recorded.new && recorded.request.params_hash != new.params_hash() {
         // The same key for something else: not the same request.
         return Ok(Some(Err(recorded.request)));
-    }
-    if recorded.new {
-        ctx.requests.fetch_add(1, Ordering::Relaxed);
-        let text = super::supervise::relay_request(&recorded.request, ctx.private);
-        ctx.shared
-            .poster
-            .post(&mut tx, &format!("run {}", ctx.fence.run), &text)
-            .await?;
     }
     tx.commit().await?;
     Ok(Some(Ok(recorded.request)))
