@@ -261,7 +261,7 @@ impl Tx {
                 .bind(owner)
                 .bind(identity)
                 .bind(ordering_key)
-                .bind(super::now() + super::runs::delta(margin))
+                .bind(super::now() + super::delta(margin))
                 .fetch_all(&mut **tx)
                 .await,
             }
@@ -514,7 +514,7 @@ impl Store {
                 .bind(lease)
                 .bind(owner)
                 .bind(now)
-                .bind(now + super::runs::delta(margin))
+                .bind(now + super::delta(margin))
                 .execute(pool)
                 .await
                 .map(|done| done.rows_affected())
@@ -596,7 +596,7 @@ impl Store {
     /// Forgets an identity's handled messages and finished outbox entries
     /// older than `keep`. Returns how many rows went.
     pub async fn prune(&self, identity: &str, keep: std::time::Duration) -> Result<u64> {
-        let before = super::now() - super::runs::delta(keep);
+        let before = super::now() - super::delta(keep);
         let processed = on_pool!(self, pool => {
             sqlx::query("DELETE FROM processed_messages WHERE identity = $1 AND processed_at < $2")
                 .bind(identity)
@@ -629,7 +629,7 @@ impl Store {
         identity: &str,
         within: std::time::Duration,
     ) -> Result<(i64, Option<String>)> {
-        let since = super::now() - super::runs::delta(within);
+        let since = super::now() - super::delta(within);
         let rows: Vec<(Option<String>,)> = on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT last_error FROM outbox WHERE identity = $1 AND gave_up_at >= $2 \

@@ -635,7 +635,7 @@ impl Store {
         ttl: std::time::Duration,
     ) -> Result<bool> {
         let now = super::now();
-        let until = now + super::runs::delta(ttl);
+        let until = now + super::delta(ttl);
         let claim = |holder: Option<String>| async move {
             on_pool!(self, pool => {
                 sqlx::query(

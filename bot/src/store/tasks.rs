@@ -511,6 +511,24 @@ impl Tx {
             .op("reading a run")
     }
 
+    /// One run, locked for update on PostgreSQL (SQLite's write transaction
+    /// already holds the lock).
+    pub(super) async fn run_for_update(&mut self, id: i64) -> Result<Option<Run>> {
+        let lock = if self.backend() == super::Backend::Postgres {
+            " FOR UPDATE"
+        } else {
+            ""
+        };
+        let query = sql(&[
+            "SELECT ",
+            RUN_COLUMNS,
+            " FROM executor_runs WHERE id = $1",
+            lock,
+        ]);
+        on_tx!(self, conn => sqlx::query_as(query).bind(id).fetch_optional(conn).await)
+            .op("reading a run")
+    }
+
     /// The runs of a task, oldest first.
     pub async fn runs_of_task(&mut self, task_gid: &str) -> Result<Vec<Run>> {
         let query = sql(&[
