@@ -6,13 +6,23 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::fence::{Fence, fenced};
+use super::fence::{Fence, fenced, fenced_update};
 use super::tasks::{RUN_COLUMNS, sql};
 use super::{
     NewAuditEntry, QueryContext, Result, Run, RunState, Store, StoreError, Tx, delta, on_tx,
 };
 
 use RunState as R;
+
+/// The runs a runner may claim now (`$1`: now): queued, resumable, or in
+/// `pr` with PR work asked for; not held; no live claim and no worker that
+/// may still be alive; nothing waiting for a decision.
+const CLAIMABLE: &str = "(r.state IN ('queued', 'in_progress') OR (r.state = 'pr' AND r.pr_work IS NOT NULL)) \
+     AND NOT r.held \
+     AND (r.lease_owner IS NULL OR r.lease_expires_at < $1) \
+     AND (r.worker_alive_until IS NULL OR r.worker_alive_until < $1) \
+     AND NOT EXISTS (SELECT 1 FROM worker_requests AS q \
+         WHERE q.run_id = r.id AND q.status IN ('pending', 'escalated'))";
 
 /// How claims are bounded.
 #[derive(Debug, Clone, Copy)]
@@ -114,26 +124,30 @@ impl Tx {
         owner: &str,
         limits: &ClaimLimits,
     ) -> Result<Option<Fence>> {
+        // Fenced by the claim it takes over: a runner that took the run
+        // meanwhile keeps it.
+        let Some(holder) = run.lease_owner.clone() else {
+            return Ok(None);
+        };
+        let previous = Fence {
+            run: run.id,
+            owner: holder,
+            attempt: run.attempt,
+        };
         let now = self.clock().await?;
         let lease_until = now + delta(limits.lease);
-        let changed = on_tx!(self, conn => {
-            sqlx::query(
-                "UPDATE executor_runs SET lease_owner = $4, lease_expires_at = $5, heartbeat_at = $6, \
-                 updated_at = $6 WHERE id = $1 AND lease_owner = $2 AND attempt = $3",
-            )
-            .bind(run.id)
-            .bind(&run.lease_owner)
-            .bind(run.attempt)
-            .bind(owner)
-            .bind(lease_until)
-            .bind(now)
-            .execute(conn)
-            .await
-            .map(|done| done.rows_affected())
-        })
-        .op("adopting a run")?;
-        if changed == 0 {
-            return Ok(None);
+        match fenced_update!(
+            self,
+            &previous,
+            "adopting a run",
+            "lease_owner = $4, lease_expires_at = $5, heartbeat_at = $6, updated_at = $6",
+            owner,
+            lease_until,
+            now,
+        ) {
+            Ok(()) => {}
+            Err(StoreError::Fenced(_)) => return Ok(None),
+            Err(error) => return Err(error),
         }
         if let Some(slot) = run.slot {
             on_tx!(self, conn => {
@@ -188,14 +202,9 @@ impl Store {
             ""
         };
         let query = sql(&[
-            "SELECT r.id FROM executor_runs AS r \
-             WHERE (r.state IN ('queued', 'in_progress') OR (r.state = 'pr' AND r.pr_work IS NOT NULL)) \
-             AND NOT r.held \
-             AND (r.lease_owner IS NULL OR r.lease_expires_at < $1) \
-             AND (r.worker_alive_until IS NULL OR r.worker_alive_until < $1) \
-             AND NOT EXISTS (SELECT 1 FROM worker_requests AS q \
-                 WHERE q.run_id = r.id AND q.status IN ('pending', 'escalated')) \
-             ORDER BY r.id LIMIT 1",
+            "SELECT r.id FROM executor_runs AS r WHERE ",
+            CLAIMABLE,
+            " ORDER BY r.id LIMIT 1",
             skip_locked,
         ]);
         let candidate: Option<i64> = on_tx!(tx, conn => {
@@ -295,22 +304,14 @@ impl Store {
         let mut tx = self.begin_write().await?;
         let now = tx.clock().await?;
         let lease_until = now + delta(limits.lease);
-        let changed = on_tx!(tx, conn => {
-            sqlx::query(
-                "UPDATE executor_runs SET lease_expires_at = $4, heartbeat_at = $5 \
-                 WHERE id = $1 AND lease_owner = $2 AND attempt = $3",
-            )
-            .bind(fence.run)
-            .bind(&fence.owner)
-            .bind(fence.attempt)
-            .bind(lease_until)
-            .bind(now)
-            .execute(conn)
-            .await
-            .map(|done| done.rows_affected())
-        })
-        .op("renewing a run's claim")?;
-        fenced(changed, fence)?;
+        fenced_update!(
+            tx,
+            fence,
+            "renewing a run's claim",
+            "lease_expires_at = $4, heartbeat_at = $5",
+            lease_until,
+            now,
+        )?;
         let run = tx
             .run(fence.run)
             .await?
@@ -367,19 +368,9 @@ impl Store {
         let claimable: i64 = if stopped {
             0
         } else {
+            let query = sql(&["SELECT COUNT(*) FROM executor_runs AS r WHERE ", CLAIMABLE]);
             on_tx!(tx, conn => {
-                sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM executor_runs AS r \
-                     WHERE (r.state IN ('queued', 'in_progress') OR (r.state = 'pr' AND r.pr_work IS NOT NULL)) \
-             AND NOT r.held \
-                     AND (r.lease_owner IS NULL OR r.lease_expires_at < $1) \
-                     AND (r.worker_alive_until IS NULL OR r.worker_alive_until < $1) \
-                     AND NOT EXISTS (SELECT 1 FROM worker_requests AS q \
-                         WHERE q.run_id = r.id AND q.status IN ('pending', 'escalated'))",
-                )
-                .bind(now)
-                .fetch_one(conn)
-                .await
+                sqlx::query_scalar(query).bind(now).fetch_one(conn).await
             })
             .op("counting claimable runs")?
         };

@@ -1,7 +1,7 @@
 //! What a run waits on: a human's hold (`!hold`, `!unhold`, `!retry`) and
 //! the person it waits for (shown by `!status`).
 
-use super::fence::Fence;
+use super::fence::{Fence, fenced_update};
 use super::{NewAuditEntry, QueryContext, Result, Run, StoreError, Tx, on_tx};
 
 impl Tx {
@@ -76,25 +76,31 @@ impl Tx {
         fence: Option<&Fence>,
     ) -> Result<()> {
         let now = super::now();
-        let (owner, attempt) = fence_parts(fence);
-        let changed = on_tx!(self, conn => {
-            sqlx::query(
-                "UPDATE executor_runs SET waiting_on = $2, updated_at = $3 WHERE id = $1 \
-                 AND ($4 IS NULL OR (lease_owner = $4 AND attempt = $5))",
-            )
-            .bind(run_id)
-            .bind(who)
-            .bind(now)
-            .bind(owner)
-            .bind(attempt)
-            .execute(conn)
-            .await
-            .map(|done| done.rows_affected())
+        if let Some(fence) = fence {
+            // The fence names the run it holds; the row written is `run_id`'s.
+            let fence = Fence {
+                run: run_id,
+                ..fence.clone()
+            };
+            return fenced_update!(
+                self,
+                &fence,
+                "recording who a run waits on",
+                "waiting_on = $4, updated_at = $5",
+                who,
+                now,
+            );
+        }
+        on_tx!(self, conn => {
+            sqlx::query("UPDATE executor_runs SET waiting_on = $2, updated_at = $3 WHERE id = $1")
+                .bind(run_id)
+                .bind(who)
+                .bind(now)
+                .execute(conn)
+                .await
+                .map(|done| done.rows_affected())
         })
         .op("recording who a run waits on")?;
-        if changed == 0 && fence.is_some() {
-            return Err(StoreError::Fenced(format!("run {run_id}")));
-        }
         Ok(())
     }
 
@@ -116,12 +122,5 @@ impl Tx {
         })
         .op("settling who a run waits on")?;
         Ok(())
-    }
-}
-
-fn fence_parts(fence: Option<&Fence>) -> (Option<String>, Option<i64>) {
-    match fence {
-        Some(f) => (Some(f.owner.clone()), Some(f.attempt)),
-        None => (None, None),
     }
 }

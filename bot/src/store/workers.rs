@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::fence::{Fence, fenced};
+use super::fence::{Fence, fenced_update};
 use super::transitions::Transition;
 use super::{NewAuditEntry, QueryContext, Result, Run, RunState, StoreError, Tx, delta, on_tx};
 
@@ -76,42 +76,34 @@ impl Tx {
         // The worker may outlive its runner until its shim ends it: from now
         // (not from the claim, which a slow clone may precede by long).
         let alive_until = now + delta(worker.alive_for);
-        let changed = on_tx!(self, conn => {
-            sqlx::query(
-                "UPDATE executor_runs SET worker_pid = $4, worker_pgid = $5, worker_host = $6, \
-                 worker_start_ticks = $7, worker_started_at = $8, prompt_kind = $9, \
-                 session_cost_usd = CASE WHEN $10 IS NOT NULL AND worker_session_id IS NOT NULL \
-                     AND worker_session_id = $10 THEN session_cost_usd ELSE 0 END, \
-                 worker_session_id = COALESCE($10, worker_session_id), log_path = $11, \
-                 worker_exit_file = $12, socket_path = $13, token_sha256 = $14, \
-                 worktree_path = $15, branch_name = COALESCE($16, branch_name), \
-                 worker_last_update = $8, worker_exit_code = NULL, log_offset = 0, \
-                 updated_at = $8, worker_alive_until = $17 \
-                 WHERE id = $1 AND lease_owner = $2 AND attempt = $3",
-            )
-            .bind(fence.run)
-            .bind(&fence.owner)
-            .bind(fence.attempt)
-            .bind(worker.pid)
-            .bind(worker.pgid)
-            .bind(&worker.host)
-            .bind(worker.start_ticks)
-            .bind(now)
-            .bind(&worker.prompt_kind)
-            .bind(&worker.session_id)
-            .bind(&worker.log_path)
-            .bind(&worker.exit_file)
-            .bind(&worker.socket_path)
-            .bind(&worker.token_sha256)
-            .bind(&worker.workdir)
-            .bind(&worker.branch)
-            .bind(alive_until)
-            .execute(conn)
-            .await
-            .map(|done| done.rows_affected())
-        })
-        .op("recording a worker")?;
-        fenced(changed, fence)?;
+        fenced_update!(
+            self,
+            fence,
+            "recording a worker",
+            "worker_pid = $4, worker_pgid = $5, worker_host = $6, \
+             worker_start_ticks = $7, worker_started_at = $8, prompt_kind = $9, \
+             session_cost_usd = CASE WHEN $10 IS NOT NULL AND worker_session_id IS NOT NULL \
+                 AND worker_session_id = $10 THEN session_cost_usd ELSE 0 END, \
+             worker_session_id = COALESCE($10, worker_session_id), log_path = $11, \
+             worker_exit_file = $12, socket_path = $13, token_sha256 = $14, \
+             worktree_path = $15, branch_name = COALESCE($16, branch_name), \
+             worker_last_update = $8, worker_exit_code = NULL, log_offset = 0, \
+             updated_at = $8, worker_alive_until = $17",
+            worker.pid,
+            worker.pgid,
+            &worker.host,
+            worker.start_ticks,
+            now,
+            &worker.prompt_kind,
+            &worker.session_id,
+            &worker.log_path,
+            &worker.exit_file,
+            &worker.socket_path,
+            &worker.token_sha256,
+            &worker.workdir,
+            &worker.branch,
+            alive_until,
+        )?;
         on_tx!(self, conn => {
             sqlx::query(
                 "UPDATE worker_slots SET expires_at = CASE WHEN expires_at > $3 THEN expires_at ELSE $3 END \
@@ -154,31 +146,23 @@ impl Tx {
         session_id: Option<&str>,
     ) -> Result<()> {
         let now = super::now();
-        let changed = on_tx!(self, conn => {
-            sqlx::query(
-                "UPDATE executor_runs SET log_offset = $4, \
-                 worker_last_update = COALESCE($5, worker_last_update), \
-                 cost_usd = cost_usd + CASE WHEN $6 > session_cost_usd THEN $6 - session_cost_usd ELSE 0 END, \
-                 session_cost_usd = CASE WHEN $6 > session_cost_usd THEN $6 ELSE session_cost_usd END, \
-                 turns = turns + $7, \
-                 worker_session_id = COALESCE($8, worker_session_id), updated_at = $9 \
-                 WHERE id = $1 AND lease_owner = $2 AND attempt = $3",
-            )
-            .bind(fence.run)
-            .bind(&fence.owner)
-            .bind(fence.attempt)
-            .bind(offset)
-            .bind(last_output)
-            .bind(session_cost)
-            .bind(turns_delta)
-            .bind(session_id)
-            .bind(now)
-            .execute(conn)
-            .await
-            .map(|done| done.rows_affected())
-        })
-        .op("recording a worker's progress")?;
-        fenced(changed, fence)
+        fenced_update!(
+            self,
+            fence,
+            "recording a worker's progress",
+            "log_offset = $4, \
+             worker_last_update = COALESCE($5, worker_last_update), \
+             cost_usd = cost_usd + CASE WHEN $6 > session_cost_usd THEN $6 - session_cost_usd ELSE 0 END, \
+             session_cost_usd = CASE WHEN $6 > session_cost_usd THEN $6 ELSE session_cost_usd END, \
+             turns = turns + $7, \
+             worker_session_id = COALESCE($8, worker_session_id), updated_at = $9",
+            offset,
+            last_output,
+            session_cost,
+            turns_delta,
+            session_id,
+            now,
+        )
     }
 
     /// Ends a worker's attempt: frees its slot and its claim, records its
@@ -251,30 +235,25 @@ impl Tx {
                 reason.clone(),
             ),
         };
-        on_tx!(self, conn => {
-            sqlx::query(
-                "UPDATE executor_runs SET worker_pid = NULL, worker_pgid = NULL, \
-                 worker_alive_until = NULL, worker_exit_code = $4, lease_owner = NULL, \
-                 lease_expires_at = NULL, slot = NULL, failures = $5, held = $6, \
-                 waiting_on = $7, state_reason = $8, updated_at = $9, \
-                 worker_stuck_count = worker_stuck_count + $10 \
-                 WHERE id = $1 AND lease_owner = $2 AND attempt = $3",
-            )
-            .bind(fence.run)
-            .bind(&fence.owner)
-            .bind(fence.attempt)
-            .bind(exit_code)
-            .bind(failures)
-            .bind(held)
-            .bind(&waiting_on)
-            .bind(&reason)
-            .bind(now)
-            .bind(i64::from(matches!(end, RunEnd::Failed { .. })))
-            .execute(conn)
-            .await
-            .map(|done| done.rows_affected())
-        })
-        .op("recording a worker's end")?;
+        // Fenced like every write of the claim (the check above, under the
+        // row's lock, makes it hold).
+        fenced_update!(
+            self,
+            fence,
+            "recording a worker's end",
+            "worker_pid = NULL, worker_pgid = NULL, \
+             worker_alive_until = NULL, worker_exit_code = $4, lease_owner = NULL, \
+             lease_expires_at = NULL, slot = NULL, failures = $5, held = $6, \
+             waiting_on = $7, state_reason = $8, updated_at = $9, \
+             worker_stuck_count = worker_stuck_count + $10",
+            exit_code,
+            failures,
+            held,
+            &waiting_on,
+            &reason,
+            now,
+            i64::from(matches!(end, RunEnd::Failed { .. })),
+        )?;
         self.audit(&NewAuditEntry {
             actor: actor.clone(),
             action: "run.worker_exited".into(),
