@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::fence::{Fence, fenced, fenced_update};
 use super::tasks::{RUN_COLUMNS, sql};
+use super::transitions::state_change_entry;
 use super::{
     NewAuditEntry, QueryContext, Result, Run, RunState, Store, StoreError, Tx, delta, on_tx,
 };
@@ -234,9 +235,8 @@ impl Store {
         let from = run.state;
         let changed = on_tx!(tx, conn => {
             sqlx::query(
-                "UPDATE executor_runs SET \
-                 state = CASE WHEN state = 'pr' THEN 'pr' ELSE 'in_progress' END, lease_owner = $2, \
-                 lease_expires_at = $3, heartbeat_at = $4, attempt = attempt + 1, slot = $5, \
+                "UPDATE executor_runs SET lease_owner = $2, lease_expires_at = $3, \
+                 heartbeat_at = $4, attempt = attempt + 1, slot = $5, \
                  worker_alive_until = $6, updated_at = $4, started_at = COALESCE(started_at, $4), \
                  waiting_on = NULL, worker_exit_code = NULL, \
                  cost_cap_usd = COALESCE(cost_cap_usd, $9) \
@@ -260,15 +260,19 @@ impl Store {
             return Ok(None);
         }
         let actor = format!("runner:{owner}");
+        // A fresh start is the table's `queued → in_progress`. A run in
+        // `in_progress` (its last worker ended without a result) or in `pr`
+        // (a worker on its PR) keeps its state.
         if from == R::Queued {
-            tx.audit(&NewAuditEntry {
-                actor: actor.clone(),
-                action: "run.in_progress".into(),
-                subject: format!("run:{run_id}"),
-                decision: Some("queued → in_progress".into()),
-                reason: Some("claimed by a runner".into()),
-                ..NewAuditEntry::default()
-            })
+            tx.write_state(run_id, from, R::InProgress, None, now)
+                .await?;
+            tx.audit(&state_change_entry(
+                &actor,
+                run_id,
+                from,
+                R::InProgress,
+                "claimed by a runner",
+            ))
             .await?;
         }
         tx.audit(&NewAuditEntry {

@@ -5,6 +5,8 @@
 //! [`task_follows`]), and the requests of a run that ends expire in the same
 //! transaction.
 
+use chrono::{DateTime, Utc};
+
 use super::fence::Fence;
 use super::{
     NewAuditEntry, QueryContext, Result, Run, RunState, Store, StoreError, TaskStatus, Tx, on_tx,
@@ -122,36 +124,9 @@ impl Tx {
             .ok_or_else(|| StoreError::Corrupt(format!("run {} does not exist", t.run)))?;
         Self::check_fence(&run, t.fence)?;
         let from = run.state;
-        if !run_transition_allowed(from, t.to) {
-            return Err(StoreError::IllegalTransition {
-                what: format!("run {}", run.id),
-                from: from.as_str(),
-                to: t.to.as_str(),
-            });
-        }
-        let now = super::now();
         let ending = t.to.is_final();
-        on_tx!(self, conn => {
-            sqlx::query(
-                "UPDATE executor_runs SET state = $2, state_reason = $3, updated_at = $4, \
-                 completed_at = CASE WHEN $5 THEN $4 ELSE NULL END, \
-                 waiting_on = CASE WHEN $5 THEN NULL ELSE waiting_on END, \
-                 held = CASE WHEN $5 THEN FALSE ELSE held END, \
-                 failures = CASE WHEN $6 THEN 0 ELSE failures END \
-                 WHERE id = $1 AND state = $7",
-            )
-            .bind(run.id)
-            .bind(t.to.as_str())
-            .bind(t.reason)
-            .bind(now)
-            .bind(ending)
-            .bind(from == R::Abandoned)
-            .bind(from.as_str())
-            .execute(conn)
-            .await
-            .map(|done| done.rows_affected())
-        })
-        .op("changing a run's state")?;
+        self.write_state(run.id, from, t.to, Some(t.reason), super::now())
+            .await?;
         if let Some(status) = task_follows(from, t.to) {
             self.task_follows_run(&run, status, t.actor).await?;
         }
@@ -159,19 +134,61 @@ impl Tx {
             self.expire_requests_of_run(run.id, &format!("run {} is {}", run.id, t.to.as_str()))
                 .await?;
         }
-        self.audit(&NewAuditEntry {
-            actor: t.actor.to_string(),
-            action: format!("run.{}", t.to.as_str()),
-            subject: format!("run:{}", run.id),
-            decision: Some(format!("{} → {}", from.as_str(), t.to.as_str())),
-            reason: Some(t.reason.to_string()),
-            ..NewAuditEntry::default()
-        })
-        .await?;
+        self.audit(&state_change_entry(t.actor, run.id, from, t.to, t.reason))
+            .await?;
         self.notify().await?;
         self.run(run.id)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("run {} vanished", run.id)))
+    }
+
+    /// The one place a run's `state` is written ([`Tx::transition_run`] and
+    /// the claim's `queued → in_progress` come here). Refuses what the table
+    /// does not allow; otherwise moves the row, if it is still in `from`,
+    /// with what the move implies: a run that ends is completed and neither
+    /// waits nor is held any more, one that leaves `abandoned` starts its
+    /// failures afresh, and `reason`, if given, becomes its state reason
+    /// (the claim gives none and keeps the one the run has). The caller
+    /// audits the change, in its own order.
+    pub(super) async fn write_state(
+        &mut self,
+        run: i64,
+        from: RunState,
+        to: RunState,
+        reason: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        if !run_transition_allowed(from, to) {
+            return Err(StoreError::IllegalTransition {
+                what: format!("run {run}"),
+                from: from.as_str(),
+                to: to.as_str(),
+            });
+        }
+        // `completed_at` is cleared by every move that does not end the run:
+        // only a final run has one.
+        on_tx!(self, conn => {
+            sqlx::query(
+                "UPDATE executor_runs SET state = $2, state_reason = COALESCE($3, state_reason), \
+                 updated_at = $4, completed_at = CASE WHEN $5 THEN $4 ELSE NULL END, \
+                 waiting_on = CASE WHEN $5 THEN NULL ELSE waiting_on END, \
+                 held = CASE WHEN $5 THEN FALSE ELSE held END, \
+                 failures = CASE WHEN $6 THEN 0 ELSE failures END \
+                 WHERE id = $1 AND state = $7",
+            )
+            .bind(run)
+            .bind(to.as_str())
+            .bind(reason)
+            .bind(now)
+            .bind(to.is_final())
+            .bind(from == R::Abandoned)
+            .bind(from.as_str())
+            .execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("changing a run's state")?;
+        Ok(())
     }
 
     async fn task_follows_run(&mut self, run: &Run, to: TaskStatus, actor: &str) -> Result<()> {
@@ -307,6 +324,24 @@ impl Store {
         let run = tx.transition_run(t).await?;
         tx.commit().await?;
         Ok(run)
+    }
+}
+
+/// The audit entry of a run's state change: `run.<to>`, `from → to`.
+pub(super) fn state_change_entry(
+    actor: &str,
+    run: i64,
+    from: RunState,
+    to: RunState,
+    reason: &str,
+) -> NewAuditEntry {
+    NewAuditEntry {
+        actor: actor.to_string(),
+        action: format!("run.{}", to.as_str()),
+        subject: format!("run:{run}"),
+        decision: Some(format!("{} → {}", from.as_str(), to.as_str())),
+        reason: Some(reason.to_string()),
+        ..NewAuditEntry::default()
     }
 }
 
