@@ -13,12 +13,14 @@
 
 mod analysis;
 mod audit;
-mod chat;
 mod claims;
 mod controls;
 mod fence;
 mod holds;
+mod inbox;
 mod intake;
+mod leases;
+mod outbox;
 mod pr;
 mod requests;
 mod tasks;
@@ -38,11 +40,13 @@ use crate::profile::DatabaseUrl;
 
 pub use analysis::{Analysis, AnalyzerJob, SkipReason};
 pub use audit::{AuditEntry, NewAuditEntry};
-pub use chat::{Bookmark, Destination, NewOutboxItem, OutboxHeads, OutboxItem, OutboxKind};
 pub use claims::{Claim, ClaimLimits};
 pub use controls::{Control, Notice};
 pub use fence::Fence;
+pub use inbox::Bookmark;
 pub use intake::{ExternalTask, Upserted};
+pub use leases::RUNNER_PRESENCE_PREFIX;
+pub use outbox::{Destination, NewOutboxItem, OutboxHeads, OutboxItem, OutboxKind};
 pub use pr::{CachedAnswer, PolledPr, PrLink, PrPoll, short_sha};
 pub use requests::{
     Approval, NewRequest, Recorded, Request, RequestStatus, RequestVia, requests_summary,

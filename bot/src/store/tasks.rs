@@ -263,7 +263,7 @@ pub struct Run {
     /// Comments up to this time were considered (a later human comment on a
     /// complete draft PR sends the run back to `pr`).
     pub pr_comments_seen_at: Option<DateTime<Utc>>,
-    /// The last poll's mark (JSON), see [`crate::github::PollMark`].
+    /// The last poll's mark (JSON), see `github::PollMark`.
     pub pr_poll: Option<String>,
     pub head_seen_at: Option<DateTime<Utc>>,
     /// The head CI was re-triggered for.
