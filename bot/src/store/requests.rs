@@ -109,7 +109,7 @@ impl NewRequest {
             hasher.update((part.len() as u64).to_le_bytes());
             hasher.update(part.as_bytes());
         }
-        crate::policy::hex(&hasher.finalize())
+        crate::text::hex(&hasher.finalize())
     }
 }
 
