@@ -75,7 +75,6 @@ pub async fn run(
         me: me.user_id,
         instance,
         wake: Arc::clone(&wake),
-        renewed: std::sync::Mutex::new(None),
         retention: profile.zulip.retention,
         express: Arc::clone(&express),
         unsent: std::sync::Mutex::new(std::collections::HashSet::new()),
