@@ -142,3 +142,66 @@ impl Lease {
         &self.instance
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::DatabaseUrl;
+
+    const TTL: Duration = Duration::from_secs(30);
+
+    async fn store(dir: &tempfile::TempDir) -> Store {
+        let url = format!("sqlite://{}", dir.path().join("eagle.db").display());
+        Store::open(&DatabaseUrl::new(url)).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn one_instance_holds_it_until_it_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir).await;
+        let mut a = Lease::new("loop", "a".into(), TTL);
+        let mut b = Lease::new(String::from("loop"), "b".into(), TTL);
+        assert_eq!((a.left(), a.renew_in()), (Duration::ZERO, TTL / 3));
+        assert!(a.hold(&store).await.unwrap());
+        assert!(a.left() > TTL - Duration::from_secs(5));
+        assert!(!b.hold(&store).await.unwrap());
+        assert!(!b.renew(&store).await.unwrap());
+        assert_eq!(b.left(), Duration::ZERO);
+        a.forget();
+        assert_eq!(a.left(), Duration::ZERO);
+        assert!(a.renew(&store).await.unwrap());
+        a.release(&store).await;
+        assert!(b.hold(&store).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_dead_holder_of_this_host_is_taken_over_by_hold_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir).await;
+        let dead = format!("{}#{}#1", crate::host::host_id(), i32::MAX - 1);
+        assert!(store.acquire_lease("loop", &dead, TTL).await.unwrap());
+        let mut lease = Lease::new("loop", crate::host::instance_name(), TTL)
+            .renewing_every(Duration::from_secs(5))
+            .holder_called("sender");
+        assert_eq!(lease.renew_in(), Duration::from_secs(5));
+        assert!(!lease.renew(&store).await.unwrap());
+        assert!(lease.hold(&store).await.unwrap());
+        assert_eq!(
+            store.lease_owner("loop").await.unwrap(),
+            Some(crate::host::instance_name())
+        );
+        // Another host's holder is never taken for dead.
+        store
+            .release_lease("loop", &crate::host::instance_name())
+            .await
+            .unwrap();
+        assert!(
+            store
+                .acquire_lease("loop", "other-host/1#12#34", TTL)
+                .await
+                .unwrap()
+        );
+        let mut lease = Lease::new("loop", crate::host::instance_name(), TTL);
+        assert!(!lease.hold(&store).await.unwrap());
+    }
+}
