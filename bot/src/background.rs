@@ -324,7 +324,11 @@ mod tests {
         }
         assert_eq!(count(), 6, "the ticks that ask for more ran at once");
         tokio::time::sleep(Duration::from_secs(58)).await;
-        assert_eq!(count(), 6, "the seventh waits the minute the sixth asked for");
+        assert_eq!(
+            count(),
+            6,
+            "the seventh waits the minute the sixth asked for"
+        );
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert_eq!(count(), 7);
         stop.cancel();

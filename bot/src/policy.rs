@@ -28,6 +28,9 @@ pub use engine::{compile_in_child_processes, compile_into_cache};
 pub use plugin::{MAX_PLUGIN_BYTES, PluginError};
 pub use set::{PluginStatus, PolicyHost, SlotState};
 
+/// Hex of digests, kept under its old name for the plugin host and the runner.
+use crate::text::hex;
+
 /// The interface version this host implements, and the range it accepts.
 pub const WIT_VERSION: &str = "0.1.0";
 /// Accepted plugin interface versions, as people read them.
@@ -163,16 +166,6 @@ pub struct Vote<V> {
     pub notify_owner: bool,
     /// Set when the plugin failed and the vote is the fail-closed one.
     pub failure: Option<PluginError>,
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
 }
 
 /// SHA-256 of a plugin file, in hex.

@@ -40,7 +40,7 @@ use crate::background::{BackgroundLoop, Next, Tick, Wake};
 use crate::host;
 use crate::mirror::{People, Poster};
 use crate::profile::{Profile, RunnerSettings, WorkerCommand, WorkerKind};
-use crate::store::{ClaimLimits, Store};
+use crate::store::{ClaimLimits, RUNNER_PRESENCE_PREFIX as PRESENCE_PREFIX, Store};
 
 pub use prompts::{PromptKind, Prompts};
 pub(crate) use spawn::fill;
@@ -51,8 +51,6 @@ const PERIODIC: Duration = Duration::from_secs(5);
 const LEASE: Duration = Duration::from_secs(30);
 /// How long the runner's presence lease (for `!status`) lasts.
 const PRESENCE: Duration = Duration::from_secs(60);
-/// The prefix of runner presence leases.
-pub const PRESENCE_PREFIX: &str = "runner:";
 
 /// What every part of the runner shares.
 #[derive(Debug)]

@@ -13,14 +13,20 @@
 
 mod analysis;
 mod audit;
-mod chat;
+mod claims;
 mod controls;
+mod fence;
+mod holds;
+mod inbox;
 mod intake;
+mod leases;
+mod outbox;
 mod pr;
 mod requests;
-mod runs;
 mod tasks;
+mod transitions;
 mod watch;
+mod workers;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -34,21 +40,23 @@ use crate::profile::DatabaseUrl;
 
 pub use analysis::{Analysis, AnalyzerJob, SkipReason};
 pub use audit::{AuditEntry, NewAuditEntry};
-pub use chat::{Bookmark, Destination, NewOutboxItem, OutboxHeads, OutboxItem, OutboxKind};
+pub use claims::{Claim, ClaimLimits};
 pub use controls::{Control, Notice};
+pub use fence::Fence;
+pub use inbox::Bookmark;
 pub use intake::{ExternalTask, Upserted};
+pub use leases::RUNNER_PRESENCE_PREFIX;
+pub use outbox::{Destination, NewOutboxItem, OutboxHeads, OutboxItem, OutboxKind};
 pub use pr::{CachedAnswer, PolledPr, PrLink, PrPoll, short_sha};
 pub use requests::{
     Approval, NewRequest, Recorded, Request, RequestStatus, RequestVia, requests_summary,
 };
-pub use runs::{
-    Claim, ClaimLimits, Fence, PrOutcome, RunEnd, Transition, WorkerMirror, run_transition_allowed,
-    task_transition_allowed,
-};
 pub use tasks::{
     NewRun, NewTask, Origin, PrWork, PrWorkSlot, Run, RunState, StatusCounts, Task, TaskStatus,
 };
+pub use transitions::{Transition, run_transition_allowed, task_transition_allowed};
 pub use watch::Changes;
+pub use workers::{PrOutcome, RunEnd, WorkerMirror};
 
 /// How long a SQLite writer waits for another before giving up.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -488,4 +496,9 @@ impl Store {
 pub fn now() -> chrono::DateTime<chrono::Utc> {
     let now = chrono::Utc::now();
     chrono::DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now)
+}
+
+/// A bounded `Duration` as a `TimeDelta`.
+fn delta(d: Duration) -> chrono::TimeDelta {
+    chrono::TimeDelta::from_std(d).unwrap_or(chrono::TimeDelta::days(365))
 }

@@ -1,5 +1,6 @@
-//! Small text helpers shared by the transports: Unicode case-insensitive
-//! comparison of channel and topic names, and splitting long replies.
+//! Small text helpers shared by the transports and the store: Unicode
+//! case-insensitive comparison of channel and topic names, splitting long
+//! replies, and hex of digests.
 
 use unicase::UniCase;
 
@@ -132,6 +133,18 @@ pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
+/// `bytes` in lower-case hex (digests: content hashes, parameter hashes,
+/// tokens).
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,5 +234,11 @@ mod tests {
         assert_eq!(one_line("abcdefgh", 5), "abcde…");
         assert_eq!(one_line("ab cd efgh", 6), "ab cd…");
         assert_eq!(one_line("жжжж", 3), "жжж…");
+    }
+
+    #[test]
+    fn hex_is_lower_case_two_digits_a_byte() {
+        assert_eq!(hex(&[]), "");
+        assert_eq!(hex(&[0x00, 0x0f, 0xab, 0xff]), "000fabff");
     }
 }

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use super::CommandReply;
 use super::WhyTarget;
 use crate::message::{InboundMessage, Place};
-use crate::store::{Control, Request, Run, StoreError, Task, Tx};
+use crate::store::{Control, RUNNER_PRESENCE_PREFIX, Request, Run, StoreError, Task, Tx};
 use crate::text::{neutralize_mentions, one_line};
 
 /// Open tasks and runs shown per `!status` page.
@@ -108,7 +108,7 @@ pub(super) async fn overview(
 
 /// Who is there to run the work: live runners, busy slots, the switches.
 async fn executors_line(tx: &mut Tx) -> Result<String, StoreError> {
-    let runners = tx.live_leases(crate::runner::PRESENCE_PREFIX).await?;
+    let runners = tx.live_leases(RUNNER_PRESENCE_PREFIX).await?;
     let busy = tx.busy_slots().await?;
     let mut line = match runners {
         0 => "**Executors**: none running (start one: `eagle run --profile executor`)".to_string(),

@@ -350,7 +350,7 @@ impl Cache {
     fn store(&self, component: &Component, name: &str) -> anyhow::Result<()> {
         use hmac::Mac as _;
         let bytes = component.serialize()?;
-        let tag = crate::policy::hex(&self.mac(name, &bytes).finalize().into_bytes());
+        let tag = crate::text::hex(&self.mac(name, &bytes).finalize().into_bytes());
         let unique = format!("{}-{:016x}", std::process::id(), fastrand::u64(..));
         for (suffix, content) in [("cwasm", bytes.as_slice()), ("mac", tag.as_bytes())] {
             let tmp = self.dir.join(format!(".{name}.{suffix}.{unique}.tmp"));

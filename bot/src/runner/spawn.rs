@@ -458,7 +458,7 @@ pub(super) fn new_token() -> String {
             }
         }
     }
-    crate::policy::hex(&bytes)
+    crate::text::hex(&bytes)
 }
 
 /// A random version-4 UUID (Claude Code's session ids).

@@ -201,7 +201,7 @@ impl Store {
     /// Forgets answers kept longer than `age` (lists of old heads). Returns
     /// how many.
     pub async fn prune_answers(&self, age: std::time::Duration) -> Result<u64> {
-        let before = super::now() - super::runs::delta(age);
+        let before = super::now() - super::delta(age);
         on_pool!(self, pool => {
             sqlx::query("DELETE FROM http_cache WHERE stored_at < $1")
                 .bind(before)

@@ -109,7 +109,7 @@ impl NewRequest {
             hasher.update((part.len() as u64).to_le_bytes());
             hasher.update(part.as_bytes());
         }
-        crate::policy::hex(&hasher.finalize())
+        crate::text::hex(&hasher.finalize())
     }
 }
 
@@ -189,14 +189,12 @@ impl Tx {
     /// the decider. The runner must hold the run.
     pub async fn record_request(&mut self, new: &NewRequest, fence: &Fence) -> Result<Recorded> {
         // Locked (on PostgreSQL) until commit: the claim cannot end meanwhile.
-        let run = self.run_for_update(fence.run).await?;
-        let Some(run) = run.filter(|r| {
-            r.lease_owner.as_deref() == Some(fence.owner.as_str())
-                && r.attempt == fence.attempt
-                && !r.state.is_final()
-        }) else {
-            return Err(StoreError::Fenced(format!("run {}", fence.run)));
-        };
+        let run = self
+            .run_for_update(fence.run)
+            .await?
+            .filter(|r| !r.state.is_final())
+            .ok_or_else(|| StoreError::Fenced(format!("run {}", fence.run)))?;
+        Self::check_fence(&run, Some(fence))?;
         let now = super::now();
         let hash = new.params_hash();
         // A merge binds to the PR's head as the PR loop last saw it: a push
@@ -635,7 +633,7 @@ impl Store {
         ttl: std::time::Duration,
     ) -> Result<bool> {
         let now = super::now();
-        let until = now + super::runs::delta(ttl);
+        let until = now + super::delta(ttl);
         let claim = |holder: Option<String>| async move {
             on_pool!(self, pool => {
                 sqlx::query(

@@ -263,7 +263,7 @@ pub struct Run {
     /// Comments up to this time were considered (a later human comment on a
     /// complete draft PR sends the run back to `pr`).
     pub pr_comments_seen_at: Option<DateTime<Utc>>,
-    /// The last poll's mark (JSON), see [`crate::github::PollMark`].
+    /// The last poll's mark (JSON), see `github::PollMark`.
     pub pr_poll: Option<String>,
     pub head_seen_at: Option<DateTime<Utc>>,
     /// The head CI was re-triggered for.
@@ -507,6 +507,24 @@ impl Tx {
     /// One run by id.
     pub async fn run(&mut self, id: i64) -> Result<Option<Run>> {
         let query = sql(&["SELECT ", RUN_COLUMNS, " FROM executor_runs WHERE id = $1"]);
+        on_tx!(self, conn => sqlx::query_as(query).bind(id).fetch_optional(conn).await)
+            .op("reading a run")
+    }
+
+    /// One run, locked for update on PostgreSQL (SQLite's write transaction
+    /// already holds the lock).
+    pub(super) async fn run_for_update(&mut self, id: i64) -> Result<Option<Run>> {
+        let lock = if self.backend() == super::Backend::Postgres {
+            " FOR UPDATE"
+        } else {
+            ""
+        };
+        let query = sql(&[
+            "SELECT ",
+            RUN_COLUMNS,
+            " FROM executor_runs WHERE id = $1",
+            lock,
+        ]);
         on_tx!(self, conn => sqlx::query_as(query).bind(id).fetch_optional(conn).await)
             .op("reading a run")
     }

@@ -117,7 +117,6 @@ impl Transport for ZulipTransport {
             me: me.user_id,
             instance,
             wake: Arc::clone(&wake),
-            renewed: std::sync::Mutex::new(None),
             retention: profile.zulip.retention,
             express: Arc::clone(&express),
             unsent: std::sync::Mutex::new(std::collections::HashSet::new()),

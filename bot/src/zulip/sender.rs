@@ -17,6 +17,7 @@ use super::Error;
 use super::client::Client;
 use super::types::{Anchor, NarrowTerm};
 use crate::chat::{ExpressItem, ExpressLane};
+use crate::singleton::Lease;
 use crate::store::{Destination, OutboxItem, OutboxKind, Store};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -29,9 +30,10 @@ const LEASE_TTL: Duration = Duration::from_secs(30);
 /// What the lease must have left when an attempt is recorded: longer than
 /// any request (15 s).
 const LEASE_MARGIN: Duration = Duration::from_secs(16);
-/// A lease renewed this recently still has the margin (30 s − 10 s > 16 s):
-/// renewed before a delivery only when older.
-const LEASE_FRESH: Duration = Duration::from_secs(10);
+/// What the lease must have left, by this instance's count, for a delivery
+/// to go ahead without renewing it first: renewed within the last 10 s
+/// (30 s − 10 s), it still has the margin.
+const LEASE_FRESH: Duration = Duration::from_secs(20);
 /// How often the lease is renewed while idle.
 const LEASE_RENEW: Duration = Duration::from_secs(5);
 /// How long after its lease check a lane entry may be sent without
@@ -94,8 +96,6 @@ pub(crate) struct OutboxSender {
     /// A per-process name for the lease.
     pub instance: String,
     pub wake: Arc<Notify>,
-    /// When this instance last renewed its lease (`None`: not yet).
-    pub renewed: std::sync::Mutex<Option<Instant>>,
     /// How long handled messages and delivered replies are kept.
     pub retention: Duration,
     /// Replies the listener hands over directly (see [`ExpressLane`]).
@@ -118,56 +118,6 @@ fn lease_name(identity: &str) -> String {
 }
 
 impl OutboxSender {
-    fn lease(&self) -> String {
-        lease_name(&self.identity)
-    }
-
-    /// Takes or renews the lease; takes over at once from a holder that died
-    /// on this host (a restart after `kill -9` need not wait for expiry).
-    async fn take_lease(&self) -> crate::store::Result<bool> {
-        if self
-            .store
-            .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
-            .await?
-        {
-            return Ok(true);
-        }
-        // Lease owners are named by host (boot id and PID namespace), pid
-        // and start time: a holder in another container, even with the same
-        // pid, is not taken for dead.
-        match self.store.lease_owner(&self.lease()).await? {
-            Some(owner) if owner != self.instance && crate::host::holder_is_dead(&owner) => {
-                tracing::info!(owner, "the previous sender died; taking over its lease");
-                self.store.release_lease(&self.lease(), &owner).await?;
-                self.store
-                    .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
-                    .await
-            }
-            _ => Ok(false),
-        }
-    }
-
-    fn mark_renewed(&self) {
-        *self.renewed.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-    }
-
-    fn lease_is_stale(&self) -> bool {
-        !self.renewed_within(LEASE_FRESH)
-    }
-
-    /// Whether this instance renewed its lease within `age`.
-    fn renewed_within(&self, age: Duration) -> bool {
-        self.renewed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some_and(|at| at.elapsed() <= age)
-    }
-
-    /// The lease is not (or may not be) this instance's any more.
-    fn forget_lease(&self) {
-        *self.renewed.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    }
-
     /// Delivers until `shutdown`, then flushes what it can and releases the
     /// lease. `lane` brings the replies the listener hands over directly.
     pub async fn run(
@@ -184,27 +134,19 @@ impl OutboxSender {
         let mut read_outbox = true;
         let mut read_by = tokio::time::Instant::now();
         let mut handed: Vec<ExpressItem> = Vec::new();
+        // A lease renewed within LEASE_RENEW is held (every delivery checks
+        // it in the database anyway): no query per wake-up.
+        let mut lease = Lease::new(lease_name(&self.identity), self.instance.clone(), LEASE_TTL)
+            .renewing_every(LEASE_RENEW)
+            .holder_called("sender");
         loop {
             changes.mark_seen();
-            // A lease renewed within LEASE_RENEW is held (every delivery
-            // checks it in the database anyway): no query per wake-up.
-            let leader = if self.renewed_within(LEASE_RENEW) {
-                true
-            } else {
-                match self.take_lease().await {
-                    Ok(leader) => {
-                        if leader {
-                            self.mark_renewed();
-                        } else {
-                            self.forget_lease();
-                        }
-                        leader
-                    }
-                    Err(error) => {
-                        tracing::error!(%error, "cannot take the outbox lease; retrying");
-                        self.forget_lease();
-                        false
-                    }
+            let leader = match lease.hold(&self.store).await {
+                Ok(leader) => leader,
+                Err(error) => {
+                    tracing::error!(%error, "cannot take the outbox lease; retrying");
+                    lease.forget();
+                    false
                 }
             };
             if leader && pruned.is_none_or(|at| at.elapsed() >= Duration::from_secs(3600)) {
@@ -230,7 +172,7 @@ impl OutboxSender {
                     // A delivery cut short is recorded as attempted: the next
                     // start looks for it before sending again.
                     _ = shutdown.cancelled() => break,
-                    pass = self.pass(std::mem::take(&mut handed), full) => pass,
+                    pass = self.pass(&mut lease, std::mem::take(&mut handed), full) => pass,
                 };
                 let now = tokio::time::Instant::now();
                 let mut wait = LEASE_RENEW;
@@ -242,7 +184,7 @@ impl OutboxSender {
                         }
                     }
                     Pass::Retry(after) => wait = after,
-                    Pass::LostLease => self.forget_lease(),
+                    Pass::LostLease => lease.forget(),
                     Pass::Fatal(error) => return Err(error),
                 }
                 if full {
@@ -267,28 +209,20 @@ impl OutboxSender {
         while let Ok(item) = lane.try_recv() {
             handed.push(item);
         }
-        self.flush(handed).await;
-        let _ = self
-            .store
-            .release_lease(&self.lease(), &self.instance)
-            .await;
+        self.flush(&mut lease, handed).await;
+        lease.release(&self.store).await;
         Ok(())
     }
 
     /// On shutdown: deliver what is due, for a bounded time.
-    async fn flush(&self, mut handed: Vec<ExpressItem>) {
-        if !matches!(
-            self.store
-                .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
-                .await,
-            Ok(true)
-        ) {
+    async fn flush(&self, lease: &mut Lease, mut handed: Vec<ExpressItem>) {
+        if !matches!(lease.renew(&self.store).await, Ok(true)) {
             self.release(handed);
             return;
         }
         let flushed = tokio::time::timeout(FLUSH_DEADLINE, async {
             loop {
-                match self.pass(std::mem::take(&mut handed), true).await {
+                match self.pass(lease, std::mem::take(&mut handed), true).await {
                     Pass::Drained(_) => return true,
                     Pass::Retry(wait) if wait < Duration::from_secs(3) => {
                         tokio::time::sleep(wait).await
@@ -336,7 +270,7 @@ impl OutboxSender {
     /// One pass: first the replies handed over through the lane, then, if
     /// `read_outbox`, everything due in the outbox (replies before
     /// reactions, each in id order).
-    async fn pass(&self, handed: Vec<ExpressItem>, read_outbox: bool) -> Pass {
+    async fn pass(&self, lease: &mut Lease, handed: Vec<ExpressItem>, read_outbox: bool) -> Pass {
         // A failing entry holds back only its own topic (later entries of
         // it must not overtake it); every other topic goes on.
         let mut blocked: std::collections::HashSet<String> = std::collections::HashSet::new();
@@ -358,7 +292,7 @@ impl OutboxSender {
                 self.express.settled(item.id);
                 continue;
             }
-            let step = self.settle(&item, Some(stored_at)).await;
+            let step = self.settle(lease, &item, Some(stored_at)).await;
             self.express.settled(item.id);
             match step {
                 Step::Delivered | Step::GaveUp => {}
@@ -436,7 +370,7 @@ impl OutboxSender {
                 }
                 continue;
             }
-            match self.settle(&item, None).await {
+            match self.settle(lease, &item, None).await {
                 Step::Delivered | Step::GaveUp => {}
                 Step::Retry(wait) => {
                     blocked.insert(item.ordering_key.clone());
@@ -455,9 +389,9 @@ impl OutboxSender {
 
     /// Delivers one entry, through rate limits, and records the outcome.
     /// `fresh`: the entry came through the lane, its attempt recorded then.
-    async fn settle(&self, item: &OutboxItem, fresh: Option<Instant>) -> Step {
+    async fn settle(&self, lease: &mut Lease, item: &OutboxItem, fresh: Option<Instant>) -> Step {
         loop {
-            match self.wait_holding_lease().await {
+            match self.wait_holding_lease(lease).await {
                 Ok(()) => {}
                 Err(Pass::LostLease) => return Step::LostLease,
                 Err(_) => return Step::Trouble,
@@ -505,7 +439,7 @@ impl OutboxSender {
     /// Waits for the rate limit's budget, renewing the lease meanwhile (a
     /// wait can outlast it, and another instance must not take over the
     /// entry this one is about to send), then once more unless it is fresh.
-    async fn wait_holding_lease(&self) -> Result<(), Pass> {
+    async fn wait_holding_lease(&self, lease: &mut Lease) -> Result<(), Pass> {
         let budget = self.client.wait_for_budget();
         tokio::pin!(budget);
         loop {
@@ -513,15 +447,11 @@ impl OutboxSender {
                 () = &mut budget => true,
                 () = tokio::time::sleep(LEASE_RENEW) => false,
             };
-            if waited && !self.lease_is_stale() {
+            if waited && lease.left() >= LEASE_FRESH {
                 return Ok(());
             }
-            match self
-                .store
-                .acquire_lease(&self.lease(), &self.instance, LEASE_TTL)
-                .await
-            {
-                Ok(true) => self.mark_renewed(),
+            match lease.renew(&self.store).await {
+                Ok(true) => {}
                 Ok(false) => return Err(Pass::LostLease),
                 Err(error) => {
                     tracing::error!(%error, "cannot renew the outbox lease");
@@ -595,7 +525,12 @@ impl OutboxSender {
         }
         match self
             .store
-            .outbox_attempting_under_lease(item.id, &self.lease(), &self.instance, LEASE_MARGIN)
+            .outbox_attempting_under_lease(
+                item.id,
+                &lease_name(&self.identity),
+                &self.instance,
+                LEASE_MARGIN,
+            )
             .await
         {
             Ok(true) => Ok(()),

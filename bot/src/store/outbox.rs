@@ -1,8 +1,11 @@
-//! What the chat transports need to lose nothing and do nothing twice:
-//! processed inbound messages, the outbox of replies, and event-queue bookmarks.
+//! The outbox: every reply, reaction and edit Eagle means to send, stored
+//! in the transaction that decided it, then delivered by the sender of its
+//! identity in order (per topic), retried, and recorded once delivered.
 
 use chrono::{DateTime, Utc};
 
+use super::leases::held_with_margin;
+use super::tasks::sql;
 use super::{QueryContext, Result, Store, StoreError, Tx, on_pool, on_tx};
 
 /// Where a reply goes.
@@ -67,15 +70,6 @@ pub struct OutboxItem {
     pub in_reply_to: Option<i64>,
     pub attempts: i64,
     pub ordering_key: String,
-}
-
-/// An identity's place in the message stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Bookmark {
-    /// The newest message handled; back-fill resumes after it.
-    pub last_message_id: i64,
-    pub queue_id: Option<String>,
-    pub last_event_id: Option<i64>,
 }
 
 /// The entries an identity's sender may deliver now, and when more will be due.
@@ -171,45 +165,6 @@ impl OutboxRow {
 }
 
 impl Tx {
-    /// Claims an inbound message for handling. Returns `true` if this
-    /// transaction's insert won; `false` if the message was handled already
-    /// (by an earlier run, a back-fill, or another instance).
-    pub async fn mark_processed(
-        &mut self,
-        identity: &str,
-        message_id: i64,
-        outcome: &str,
-    ) -> Result<bool> {
-        let now = super::now();
-        let inserted = on_tx!(self, conn => {
-            sqlx::query(
-                "INSERT INTO processed_messages (identity, message_id, processed_at, outcome) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (identity, message_id) DO NOTHING",
-            )
-            .bind(identity)
-            .bind(message_id)
-            .bind(now)
-            .bind(outcome)
-            .execute(conn)
-            .await
-            .map(|done| done.rows_affected())
-        })
-        .op("recording a processed message")?;
-        Ok(inserted == 1)
-    }
-
-    /// The next local message id of a transport without server ids (the shell).
-    pub async fn next_local_message_id(&mut self, identity: &str) -> Result<i64> {
-        let max: Option<i64> = on_tx!(self, conn => {
-            sqlx::query_scalar("SELECT MAX(message_id) FROM processed_messages WHERE identity = $1")
-                .bind(identity)
-                .fetch_one(conn)
-                .await
-        })
-        .op("numbering a local message")?;
-        Ok(max.unwrap_or(0) + 1)
-    }
-
     /// Stores a reply, reaction or edit for delivery.
     pub async fn enqueue(&mut self, item: &NewOutboxItem) -> Result<i64> {
         self.insert_outbox(item, false).await
@@ -217,7 +172,7 @@ impl Tx {
 
     /// Stores a reply with its first attempt recorded: the caller hands it
     /// to the sender of its process, which sends it at once (see
-    /// [`crate::chat::ExpressLane`]).
+    /// `chat::ExpressLane`).
     pub async fn enqueue_attempted(&mut self, item: &NewOutboxItem) -> Result<i64> {
         self.insert_outbox(item, true).await
     }
@@ -234,38 +189,37 @@ impl Tx {
         identity: &str,
         ordering_key: &str,
     ) -> Result<Option<Vec<i64>>> {
-        // One round trip: no row if the lease is not held with the margin
-        // (by the database's clock on PostgreSQL, where instances run on
-        // several hosts; the one host's on SQLite), else one row per
-        // undelivered entry before (a NULL id for none).
-        const EARLIER: &str = "LEFT JOIN outbox AS o ON o.identity = $3 AND o.ordering_key = $4 \
-             AND o.delivered_at IS NULL AND o.gave_up_at IS NULL ORDER BY o.id";
-        let rows: Vec<Option<i64>> =
-            match &mut self.inner {
-                super::TxInner::Postgres(tx) => sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                    "SELECT o.id FROM (SELECT 1 AS held FROM leases WHERE name = $1 AND owner = $2 \
-                 AND expires_at > now() + make_interval(secs => $5)) AS l {EARLIER}"
-                )))
-                .bind(lease)
-                .bind(owner)
-                .bind(identity)
-                .bind(ordering_key)
-                .bind(margin.as_secs_f64())
-                .fetch_all(&mut **tx)
-                .await,
-                super::TxInner::Sqlite(tx) => sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                    "SELECT o.id FROM (SELECT 1 AS held FROM leases WHERE name = $1 AND owner = $2 \
-                 AND expires_at > $5) AS l {EARLIER}"
-                )))
-                .bind(lease)
-                .bind(owner)
-                .bind(identity)
-                .bind(ordering_key)
-                .bind(super::now() + super::runs::delta(margin))
-                .fetch_all(&mut **tx)
-                .await,
+        // One round trip: no row if the lease is not held with the margin,
+        // else one row per undelivered entry before (a NULL id for none).
+        let query = sql(&[
+            "SELECT o.id FROM (",
+            held_with_margin(self.backend()),
+            ") AS l LEFT JOIN outbox AS o ON o.identity = $4 AND o.ordering_key = $5 \
+             AND o.delivered_at IS NULL AND o.gave_up_at IS NULL ORDER BY o.id",
+        ]);
+        let rows: Vec<Option<i64>> = match &mut self.inner {
+            super::TxInner::Postgres(tx) => {
+                sqlx::query_scalar(query)
+                    .bind(lease)
+                    .bind(owner)
+                    .bind(margin.as_secs_f64())
+                    .bind(identity)
+                    .bind(ordering_key)
+                    .fetch_all(&mut **tx)
+                    .await
             }
-            .op("checking the outbox lease")?;
+            super::TxInner::Sqlite(tx) => {
+                sqlx::query_scalar(query)
+                    .bind(lease)
+                    .bind(owner)
+                    .bind(super::now() + super::delta(margin))
+                    .bind(identity)
+                    .bind(ordering_key)
+                    .fetch_all(&mut **tx)
+                    .await
+            }
+        }
+        .op("checking the outbox lease")?;
         if rows.is_empty() {
             return Ok(None);
         }
@@ -348,44 +302,6 @@ impl Tx {
             .await
         })
         .op("storing a reply in the outbox")
-    }
-
-    /// Moves an identity's bookmark forward (never back).
-    pub async fn advance_bookmark(&mut self, identity: &str, message_id: i64) -> Result<()> {
-        let now = super::now();
-        on_tx!(self, conn => {
-            sqlx::query(
-                "INSERT INTO event_bookmarks (identity, last_message_id, updated_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (identity) DO UPDATE SET \
-                 last_message_id = CASE WHEN event_bookmarks.last_message_id < excluded.last_message_id \
-                     THEN excluded.last_message_id ELSE event_bookmarks.last_message_id END, \
-                 updated_at = excluded.updated_at",
-            )
-            .bind(identity)
-            .bind(message_id)
-            .bind(now)
-            .execute(conn)
-            .await
-            .map(|done| done.rows_affected())
-        })
-        .op("advancing a bookmark")?;
-        Ok(())
-    }
-}
-
-impl Tx {
-    /// How many leases whose name starts with `prefix` are held now (live
-    /// runners). `prefix` is a constant without LIKE wildcards.
-    pub async fn live_leases(&mut self, prefix: &str) -> Result<i64> {
-        let now = self.clock().await?;
-        on_tx!(self, conn => {
-            sqlx::query_scalar("SELECT COUNT(*) FROM leases WHERE name LIKE $1 AND expires_at >= $2")
-                .bind(format!("{prefix}%"))
-                .bind(now)
-                .fetch_one(conn)
-                .await
-        })
-        .op("counting live leases")
     }
 }
 
@@ -487,37 +403,44 @@ impl Store {
         margin: std::time::Duration,
     ) -> Result<bool> {
         // One statement: the attempt is recorded only while `owner` holds
-        // the lease for at least `margin` more (the database's clock on
-        // PostgreSQL, the one host's on SQLite).
+        // the lease for at least `margin` more.
+        const UNSETTLED: &str = "WHERE id = $4 AND delivered_at IS NULL AND gave_up_at IS NULL \
+             AND EXISTS (";
+        let held = held_with_margin(self.backend());
         let attempted = match &self.pool {
-            super::Pool::Postgres(pool) => sqlx::query(
-                "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = now() \
-                 WHERE id = $1 AND delivered_at IS NULL AND gave_up_at IS NULL \
-                 AND EXISTS (SELECT 1 FROM leases WHERE name = $2 AND owner = $3 \
-                     AND expires_at > now() + make_interval(secs => $4))",
-            )
-            .bind(id)
-            .bind(lease)
-            .bind(owner)
-            .bind(margin.as_secs_f64())
-            .execute(pool)
-            .await
-            .map(|done| done.rows_affected()),
+            super::Pool::Postgres(pool) => {
+                let query = sql(&[
+                    "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = now() ",
+                    UNSETTLED,
+                    held,
+                    ")",
+                ]);
+                sqlx::query(query)
+                    .bind(lease)
+                    .bind(owner)
+                    .bind(margin.as_secs_f64())
+                    .bind(id)
+                    .execute(pool)
+                    .await
+                    .map(|done| done.rows_affected())
+            }
             super::Pool::Sqlite(pool) => {
                 let now = super::now();
-                sqlx::query(
-                    "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = $4 \
-                     WHERE id = $1 AND delivered_at IS NULL AND gave_up_at IS NULL \
-                     AND EXISTS (SELECT 1 FROM leases WHERE name = $2 AND owner = $3 AND expires_at > $5)",
-                )
-                .bind(id)
-                .bind(lease)
-                .bind(owner)
-                .bind(now)
-                .bind(now + super::runs::delta(margin))
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
+                let query = sql(&[
+                    "UPDATE outbox SET attempts = attempts + 1, last_attempt_at = $5 ",
+                    UNSETTLED,
+                    held,
+                    ")",
+                ]);
+                sqlx::query(query)
+                    .bind(lease)
+                    .bind(owner)
+                    .bind(now + super::delta(margin))
+                    .bind(id)
+                    .bind(now)
+                    .execute(pool)
+                    .await
+                    .map(|done| done.rows_affected())
             }
         }
         .op("recording a delivery attempt")?;
@@ -593,34 +516,6 @@ impl Store {
         Ok(())
     }
 
-    /// Forgets an identity's handled messages and finished outbox entries
-    /// older than `keep`. Returns how many rows went.
-    pub async fn prune(&self, identity: &str, keep: std::time::Duration) -> Result<u64> {
-        let before = super::now() - super::runs::delta(keep);
-        let processed = on_pool!(self, pool => {
-            sqlx::query("DELETE FROM processed_messages WHERE identity = $1 AND processed_at < $2")
-                .bind(identity)
-                .bind(before)
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
-        })
-        .op("pruning handled messages")?;
-        let outbox = on_pool!(self, pool => {
-            sqlx::query(
-                "DELETE FROM outbox WHERE identity = $1 AND \
-                 ((delivered_at IS NOT NULL AND delivered_at < $2) OR (gave_up_at IS NOT NULL AND gave_up_at < $2))",
-            )
-            .bind(identity)
-            .bind(before)
-            .execute(pool)
-            .await
-            .map(|done| done.rows_affected())
-        })
-        .op("pruning the outbox")?;
-        Ok(processed + outbox)
-    }
-
     /// Messages (not reactions, which are dropped under rate pressure on
     /// purpose) of an identity given up in the last `within`, with the last
     /// error of the newest.
@@ -629,7 +524,7 @@ impl Store {
         identity: &str,
         within: std::time::Duration,
     ) -> Result<(i64, Option<String>)> {
-        let since = super::now() - super::runs::delta(within);
+        let since = super::now() - super::delta(within);
         let rows: Vec<(Option<String>,)> = on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT last_error FROM outbox WHERE identity = $1 AND gave_up_at >= $2 \
@@ -642,170 +537,5 @@ impl Store {
         })
         .op("counting given-up deliveries")?;
         Ok((rows.len() as i64, rows.first().and_then(|r| r.0.clone())))
-    }
-
-    /// Takes or renews the lease `name` for `owner` for `ttl`. Returns whether
-    /// `owner` holds it now. Leases elect the one instance that runs a
-    /// singleton (the outbox sender of an identity, the analyzer).
-    pub async fn acquire_lease(
-        &self,
-        name: &str,
-        owner: &str,
-        ttl: std::time::Duration,
-    ) -> Result<bool> {
-        const UPSERT: &str = "ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at, \
-                     fence = leases.fence + CASE WHEN leases.owner = excluded.owner THEN 0 ELSE 1 END \
-                 WHERE leases.owner = excluded.owner OR leases.expires_at < ";
-        let holder: Option<String> = match &self.pool {
-            // One host's clock for every instance: the database server's.
-            super::Pool::Postgres(pool) => sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO leases (name, owner, expires_at, fence) \
-                 VALUES ($1, $2, now() + make_interval(secs => $3), 1) {UPSERT} now() RETURNING owner"
-            )))
-            .bind(name)
-            .bind(owner)
-            .bind(ttl.as_secs_f64())
-            .fetch_optional(pool)
-            .await,
-            // SQLite is one file on one host: its clock is the processes' clock.
-            super::Pool::Sqlite(pool) => {
-                let now = super::now();
-                let expires = now + chrono::TimeDelta::from_std(ttl).unwrap_or(chrono::TimeDelta::seconds(30));
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                    "INSERT INTO leases (name, owner, expires_at, fence) VALUES ($1, $2, $3, 1) {UPSERT} $4 RETURNING owner"
-                )))
-                .bind(name)
-                .bind(owner)
-                .bind(expires)
-                .bind(now)
-                .fetch_optional(pool)
-                .await
-            }
-        }
-        .op("taking a lease")?;
-        Ok(holder.as_deref() == Some(owner))
-    }
-
-    /// Who holds the lease `name`, if anyone (expired or not).
-    pub async fn lease_owner(&self, name: &str) -> Result<Option<String>> {
-        on_pool!(self, pool => {
-            sqlx::query_scalar("SELECT owner FROM leases WHERE name = $1")
-                .bind(name)
-                .fetch_optional(pool)
-                .await
-        })
-        .op("reading a lease")
-    }
-
-    /// Gives up a lease held by `owner`.
-    pub async fn release_lease(&self, name: &str, owner: &str) -> Result<()> {
-        on_pool!(self, pool => {
-            sqlx::query("DELETE FROM leases WHERE name = $1 AND owner = $2")
-                .bind(name)
-                .bind(owner)
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
-        })
-        .op("releasing a lease")?;
-        Ok(())
-    }
-
-    /// Moves an identity's bookmark forward (never back), in a transaction of its own.
-    pub async fn advance_bookmark(&self, identity: &str, message_id: i64) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        tx.advance_bookmark(identity, message_id).await?;
-        tx.commit().await
-    }
-
-    /// An identity's bookmark, if it has one.
-    pub async fn bookmark(&self, identity: &str) -> Result<Option<Bookmark>> {
-        // A handled message is not written to the bookmark (one statement
-        // less per message): the newest one handled counts as well. Messages
-        // are decided in order, so everything before it was decided too.
-        const NEWEST: &str = "b.last_message_id, COALESCE((SELECT MAX(p.message_id) FROM processed_messages AS p \
-             WHERE p.identity = b.identity), 0)";
-        let sql = |greatest: &str| {
-            format!(
-                "SELECT {greatest}({NEWEST}), b.queue_id, b.last_event_id \
-                 FROM event_bookmarks AS b WHERE b.identity = $1"
-            )
-        };
-        let row: Option<(i64, Option<String>, Option<i64>)> = match &self.pool {
-            super::Pool::Postgres(pool) => {
-                sqlx::query_as(sqlx::AssertSqlSafe(sql("GREATEST")))
-                    .bind(identity)
-                    .fetch_optional(pool)
-                    .await
-            }
-            super::Pool::Sqlite(pool) => {
-                sqlx::query_as(sqlx::AssertSqlSafe(sql("MAX")))
-                    .bind(identity)
-                    .fetch_optional(pool)
-                    .await
-            }
-        }
-        .op("reading a bookmark")?;
-        Ok(
-            row.map(|(last_message_id, queue_id, last_event_id)| Bookmark {
-                last_message_id,
-                queue_id,
-                last_event_id,
-            }),
-        )
-    }
-
-    /// Sets an identity's bookmark if it has none yet (the first start).
-    pub async fn init_bookmark(&self, identity: &str, message_id: i64) -> Result<()> {
-        let now = super::now();
-        on_pool!(self, pool => {
-            sqlx::query(
-                "INSERT INTO event_bookmarks (identity, last_message_id, updated_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (identity) DO NOTHING",
-            )
-            .bind(identity)
-            .bind(message_id)
-            .bind(now)
-            .execute(pool)
-            .await
-            .map(|done| done.rows_affected())
-        })
-        .op("creating a bookmark")?;
-        Ok(())
-    }
-
-    /// Records the identity's current event queue (for `eagle check` and clean-up).
-    pub async fn record_queue(
-        &self,
-        identity: &str,
-        queue_id: Option<&str>,
-        last_event_id: Option<i64>,
-    ) -> Result<()> {
-        let now = super::now();
-        on_pool!(self, pool => {
-            sqlx::query("UPDATE event_bookmarks SET queue_id = $2, last_event_id = $3, updated_at = $4 WHERE identity = $1")
-                .bind(identity)
-                .bind(queue_id)
-                .bind(last_event_id)
-                .bind(now)
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
-        })
-        .op("recording an event queue")?;
-        Ok(())
-    }
-
-    /// Whether a message was handled already by this identity.
-    pub async fn is_processed(&self, identity: &str, message_id: i64) -> Result<bool> {
-        let found: Option<i64> = on_pool!(self, pool => {
-            sqlx::query_scalar("SELECT message_id FROM processed_messages WHERE identity = $1 AND message_id = $2")
-                .bind(identity)
-                .bind(message_id)
-                .fetch_optional(pool)
-                .await
-        })
-        .op("checking a processed message")?;
-        Ok(found.is_some())
     }
 }
