@@ -97,9 +97,11 @@ pub fn signal_group(pgid: i32, signal: i32) -> io::Result<()> {
 }
 
 /// The process groups of the processes whose environment holds `key=value`
-/// (a worker started but never recorded, found by its run's id). Processes
-/// this one may not read are skipped.
-pub fn groups_with_env(key: &str, value: &str) -> Vec<i32> {
+/// and whose working directory is under `dir` (a worker started but never
+/// recorded, found by its run's id in its run's own directory: another
+/// deployment's run with the same id is someone else's). Processes this
+/// one may not read are skipped.
+pub fn groups_with_env(key: &str, value: &str, dir: &Path) -> Vec<i32> {
     let wanted = format!("{key}={value}");
     let mut groups = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -117,6 +119,10 @@ pub fn groups_with_env(key: &str, value: &str) -> Vec<i32> {
             continue;
         };
         if !environ.split(|b| *b == 0).any(|v| v == wanted.as_bytes()) {
+            continue;
+        }
+        let inside = std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir));
+        if !inside {
             continue;
         }
         let pgid = std::fs::read_to_string(format!("/proc/{pid}/stat"))

@@ -70,7 +70,8 @@ pub(super) async fn adopt(
         // The runner died between the claim and the worker's record: a
         // worker may have started unrecorded. Any process of this run is
         // ended before the run goes back to the queue.
-        for pgid in host::groups_with_env(super::wire::ENV_RUN, &run.id.to_string()) {
+        let dir = super::spawn::RunDir::of(shared, run.id).base;
+        for pgid in host::groups_with_env(super::wire::ENV_RUN, &run.id.to_string(), &dir) {
             tracing::warn!(run = run.id, pgid, "ending an unrecorded worker of the run");
             let _ = host::signal_group(pgid, libc::SIGKILL);
         }
