@@ -77,12 +77,7 @@ fn shell_runs_in_the_environment_cargo_gives_it() {
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    {
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(b"!status\n").unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = crate::support::finish(cmd.spawn().unwrap(), b"!status\n", "eagle shell");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("Nothing queued or running"), "{stdout}");

@@ -1132,8 +1132,7 @@ fn a_plugin_cannot_forge_lines_in_what_eagle_prints() {
 
 /// Runs `eagle policy compile-into-cache` with `bytes` on its stdin.
 fn compile_into_cache(home: &Home, sha: &str, dir: &Path, bytes: &[u8]) -> std::process::Output {
-    use std::io::Write as _;
-    let mut child = home
+    let child = home
         .command(&["policy", "compile-into-cache", "--sha256", sha, "--dir"])
         .arg(dir)
         .stdin(std::process::Stdio::piped())
@@ -1141,8 +1140,7 @@ fn compile_into_cache(home: &Home, sha: &str, dir: &Path, bytes: &[u8]) -> std::
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(bytes).unwrap();
-    child.wait_with_output().unwrap()
+    crate::support::finish(child, bytes, "eagle policy compile-into-cache")
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Shared test helpers: scratch directories, the `eagle` binary, and
 //! throw-away PostgreSQL schemas.
 
+mod child;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -8,6 +10,8 @@ use std::process::{Command, Output, Stdio};
 use eagle::profile::DatabaseUrl;
 use eagle::store::Store;
 use sqlx::Connection;
+
+pub use child::{CHILD_DEADLINE, WAIT, exit_within, finish};
 
 /// The PostgreSQL server the tests use.
 pub fn postgres_url() -> String {
@@ -180,23 +184,20 @@ impl Home {
         cmd
     }
 
-    /// Runs the binary with `stdin` as input.
+    /// Runs the binary with `stdin` as input, for at most [`CHILD_DEADLINE`].
     pub fn run(&self, args: &[&str], stdin: &str) -> Output {
-        use std::io::Write;
-        let mut child = self
+        let child = self
             .command(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn eagle");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().expect("wait for eagle")
+        finish(
+            child,
+            stdin.as_bytes(),
+            &format!("eagle {}", args.join(" ")),
+        )
     }
 }
 
