@@ -518,9 +518,10 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let mut changes = store.changes();
-    changes.ready().await;
     let deadline = tokio::time::Instant::now() + WAIT;
+    let mut changes = store.changes();
+    // Not listening by the deadline: the loop below still checks once.
+    let _ = tokio::time::timeout_at(deadline, changes.ready()).await;
     loop {
         changes.mark_seen();
         if check().await {

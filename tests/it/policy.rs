@@ -11,7 +11,9 @@ use eagle::policy::{
 };
 use eagle::profile::{PluginLimits, PluginSource, PluginSpec, PolicySettings};
 
-use crate::support::{Db, Home, TestDb, builtin_file, fixture, shared_plugin_cache, text};
+use crate::support::{
+    Db, Home, TestDb, WAIT, builtin_file, fixture, shared_plugin_cache, text, within,
+};
 
 fn spec(source: PluginSource, config: &str, limits: PluginLimits) -> PluginSpec {
     PluginSpec {
@@ -691,9 +693,12 @@ async fn hot_reload_swaps_atomically_while_decisions_run() {
     }
     drop(results_tx);
     let mut seen = Vec::new();
-    while seen.len() < 30 {
-        seen.push(results.recv().await.expect("decisions keep coming"));
-    }
+    within(WAIT, "30 decisions before the swap", async {
+        while seen.len() < 30 {
+            seen.push(results.recv().await.expect("decisions keep coming"));
+        }
+    })
+    .await;
     // Replace the file the way an editor or deploy does: write beside, rename over.
     let staged = dir.path().join(".probe.wasm.new");
     std::fs::write(&staged, &v2).unwrap();
@@ -709,21 +714,27 @@ async fn hot_reload_swaps_atomically_while_decisions_run() {
         .decide(&request(RequestKind::Request, "run_tests"))
         .await;
     assert_eq!(after.votes[0].plugin.sha256, h2);
-    let mut since_swap = 0;
-    while since_swap < 30 {
-        let result = results.recv().await.expect("decisions keep coming");
-        if result.0 == h2 {
-            since_swap += 1;
+    within(WAIT, "30 decisions by version 2 after the swap", async {
+        let mut since_swap = 0;
+        while since_swap < 30 {
+            let result = results.recv().await.expect("decisions keep coming");
+            if result.0 == h2 {
+                since_swap += 1;
+            }
+            seen.push(result);
         }
-        seen.push(result);
-    }
+    })
+    .await;
     stop.cancel();
-    while let Some(result) = results.recv().await {
-        seen.push(result);
-    }
-    for worker in workers {
-        worker.await.unwrap();
-    }
+    within(WAIT, "the deciding tasks to stop", async {
+        while let Some(result) = results.recv().await {
+            seen.push(result);
+        }
+        for worker in workers {
+            worker.await.unwrap();
+        }
+    })
+    .await;
     let mut per_version = (0, 0);
     for (sha, verdict, failure) in &seen {
         assert!(

@@ -11,7 +11,7 @@ use eagle::profile::DatabaseUrl;
 use eagle::store::Store;
 use sqlx::Connection;
 
-pub use child::{CHILD_DEADLINE, WAIT, exit_within, finish};
+pub use child::{CHILD_DEADLINE, WAIT, exit_within, finish, within};
 
 /// The PostgreSQL server the tests use.
 pub fn postgres_url() -> String {

@@ -125,3 +125,11 @@ pub fn finish(mut child: Child, input: &[u8], what: &str) -> Output {
         ),
     }
 }
+
+/// Awaits `future` for at most `limit`; a test whose future is still
+/// pending then fails, saying what it was waiting for.
+pub async fn within<T>(limit: Duration, what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(limit, future)
+        .await
+        .unwrap_or_else(|_| panic!("waited {limit:?} for {what}, in vain"))
+}
