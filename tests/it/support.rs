@@ -118,6 +118,11 @@ impl TestDb {
         }
     }
 
+    /// The PostgreSQL schema the database lives in (`None` on SQLite).
+    pub fn schema(&self) -> Option<&str> {
+        self._schema.as_ref().map(|s| s.name.as_str())
+    }
+
     pub async fn open(&self) -> Store {
         Store::open(&DatabaseUrl::new(self.url.clone()))
             .await
