@@ -3,6 +3,11 @@
 //! seen on re-import, rate limits and server errors survived, comments
 //! posted exactly once even when an answer is lost, and the token kept out
 //! of every error and log line.
+//!
+//! The tests whose client waits (a `Retry-After`, a lost answer's timeout)
+//! run on paused time: the fake serves on the test's own runtime and records
+//! each request on its clock, so the waits cost nothing and are still
+//! measured.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -424,7 +429,7 @@ async fn a_task_completed_in_asana_is_seen_completed_on_recheck() {
     w.fake.assert_clean();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_429_with_retry_after_is_waited_out_and_nothing_is_lost() {
     let w = world().await;
     let project = w.fake.add_project(&w.ws, "Browsers");
@@ -668,7 +673,7 @@ async fn a_comment_is_posted_once() {
     w.fake.assert_clean();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_comment_whose_answer_is_lost_is_posted_once() {
     let w = world().await;
     let task = w.fake.add_task(TaskSpec::new(&w.ws, "Tab preview stuck"));
@@ -730,7 +735,7 @@ impl Write for Captured {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_token_never_appears_in_errors_debug_or_logs() {
     let w = world().await;
     let logs = Captured::default();
