@@ -1156,7 +1156,8 @@ fn compile_into_cache(home: &Home, sha: &str, dir: &Path, bytes: &[u8]) -> std::
 
 #[test]
 fn plugins_are_compiled_by_a_child_process_into_the_verified_cache() {
-    let home = Home::new();
+    // A fresh profile: nothing compiled yet, whatever other homes get.
+    let home = Home::without_compiled_plugins();
     let wasm = std::fs::read(builtin_file("default-approval")).unwrap();
     let sha = content_hash(&wasm);
     let cache = tempfile::tempdir().unwrap();

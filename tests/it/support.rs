@@ -2,6 +2,7 @@
 //! throw-away PostgreSQL schemas.
 
 mod child;
+mod plugin_cache;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -141,14 +142,24 @@ pub fn repo_profiles() -> PathBuf {
 }
 
 /// A scratch home for running the binary: a copy of the shipped profiles and
-/// an empty data directory.
+/// a data directory that holds nothing but the compiled built-in plugins.
 pub struct Home {
     pub dir: tempfile::TempDir,
     pub env: BTreeMap<String, String>,
 }
 
 impl Home {
+    /// A home whose profiles find the built-in plugins compiled already
+    /// (one verified cache, made once per test process and copied here).
     pub fn new() -> Home {
+        let home = Home::without_compiled_plugins();
+        plugin_cache::seed(&home.dir.path().join("data"));
+        home
+    }
+
+    /// A home with an empty data directory: its first run compiles the
+    /// plugins it loads.
+    pub fn without_compiled_plugins() -> Home {
         let dir = tempfile::tempdir().expect("tempdir");
         let profiles = dir.path().join("profiles");
         std::fs::create_dir_all(&profiles).unwrap();

@@ -892,8 +892,9 @@ async fn check_verifies_credentials_subscriptions_and_plugins() {
 async fn no_api_key_reaches_a_trace_log() {
     let realm = Realm::start().await;
     let mut home = realm.home();
-    // Compile the plugins first: Cranelift logging every instruction at
-    // trace level would make the compile take minutes.
+    // The plugins compiled before trace logging is on (the home's copy of
+    // the shared cache has them unless the binary's engine changed):
+    // Cranelift logging every instruction would make a compile take minutes.
     let warm = home.run(&["policy", "list"], "");
     assert!(warm.status.success());
     home.set("RUST_LOG", "trace");
