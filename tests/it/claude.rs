@@ -254,8 +254,7 @@ async fn shell(home: &Home, input: &str) -> (String, String, bool) {
         input.to_string(),
     );
     tokio::task::spawn_blocking(move || {
-        use std::io::Write;
-        let mut child = std::process::Command::new(crate::support::eagle_bin())
+        let child = std::process::Command::new(crate::support::eagle_bin())
             .arg("shell")
             .env_clear()
             .envs(&env)
@@ -265,13 +264,7 @@ async fn shell(home: &Home, input: &str) -> (String, String, bool) {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = crate::support::finish(child, input.as_bytes(), "eagle shell");
         let (stdout, stderr) = text(&out);
         (stdout, stderr, out.status.success())
     })

@@ -77,12 +77,7 @@ fn shell_runs_in_the_environment_cargo_gives_it() {
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    {
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(b"!status\n").unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = crate::support::finish(cmd.spawn().unwrap(), b"!status\n", "eagle shell");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("Nothing queued or running"), "{stdout}");
@@ -254,8 +249,9 @@ fn no_secret_is_ever_printed() {
         format!("[api]\nemail={email}\nkey={key}\nsite=http://127.0.0.1:9/\n"),
     )
     .unwrap();
-    // Compile the plugins first (`check` loads them): Cranelift logging
-    // every instruction at trace level would take minutes.
+    // The plugins compiled before trace logging is on (`check` loads them;
+    // the home's copy of the shared cache has them unless the binary's
+    // engine changed): Cranelift logging every instruction would take minutes.
     assert!(home.run(&["policy", "list"], "").status.success());
     home.set("RUST_LOG", "trace");
     let runtime = tokio::runtime::Runtime::new().unwrap();

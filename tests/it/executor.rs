@@ -518,9 +518,10 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let mut changes = store.changes();
-    changes.ready().await;
     let deadline = tokio::time::Instant::now() + WAIT;
+    let mut changes = store.changes();
+    // Not listening by the deadline: the loop below still checks once.
+    let _ = tokio::time::timeout_at(deadline, changes.ready()).await;
     loop {
         changes.mark_seen();
         if check().await {
@@ -606,7 +607,7 @@ fn a_worker_running_as_its_own_user_cannot_reach_eagles_secrets() {
         "EAGLE_RUNNER__WORKER_COMMAND",
         &format!("bash {} {{prompt}}", bin.join("fake-worker.sh").display()),
     );
-    let mut child = std::process::Command::new(bin.join("eagle"))
+    let child = std::process::Command::new(bin.join("eagle"))
         .arg("shell")
         .env_clear()
         .envs(&home.env)
@@ -623,16 +624,7 @@ fn a_worker_running_as_its_own_user_cannot_reach_eagles_secrets() {
         zuliprc.display(),
         child.id()
     );
-    {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = crate::support::finish(child, input.as_bytes(), "eagle shell");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     let spoof = posts(&stdout, 1)

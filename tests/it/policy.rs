@@ -11,7 +11,9 @@ use eagle::policy::{
 };
 use eagle::profile::{PluginLimits, PluginSource, PluginSpec, PolicySettings};
 
-use crate::support::{Db, Home, TestDb, builtin_file, fixture, shared_plugin_cache, text};
+use crate::support::{
+    Db, Home, TestDb, WAIT, builtin_file, fixture, shared_plugin_cache, text, within,
+};
 
 fn spec(source: PluginSource, config: &str, limits: PluginLimits) -> PluginSpec {
     PluginSpec {
@@ -691,9 +693,12 @@ async fn hot_reload_swaps_atomically_while_decisions_run() {
     }
     drop(results_tx);
     let mut seen = Vec::new();
-    while seen.len() < 30 {
-        seen.push(results.recv().await.expect("decisions keep coming"));
-    }
+    within(WAIT, "30 decisions before the swap", async {
+        while seen.len() < 30 {
+            seen.push(results.recv().await.expect("decisions keep coming"));
+        }
+    })
+    .await;
     // Replace the file the way an editor or deploy does: write beside, rename over.
     let staged = dir.path().join(".probe.wasm.new");
     std::fs::write(&staged, &v2).unwrap();
@@ -709,21 +714,27 @@ async fn hot_reload_swaps_atomically_while_decisions_run() {
         .decide(&request(RequestKind::Request, "run_tests"))
         .await;
     assert_eq!(after.votes[0].plugin.sha256, h2);
-    let mut since_swap = 0;
-    while since_swap < 30 {
-        let result = results.recv().await.expect("decisions keep coming");
-        if result.0 == h2 {
-            since_swap += 1;
+    within(WAIT, "30 decisions by version 2 after the swap", async {
+        let mut since_swap = 0;
+        while since_swap < 30 {
+            let result = results.recv().await.expect("decisions keep coming");
+            if result.0 == h2 {
+                since_swap += 1;
+            }
+            seen.push(result);
         }
-        seen.push(result);
-    }
+    })
+    .await;
     stop.cancel();
-    while let Some(result) = results.recv().await {
-        seen.push(result);
-    }
-    for worker in workers {
-        worker.await.unwrap();
-    }
+    within(WAIT, "the deciding tasks to stop", async {
+        while let Some(result) = results.recv().await {
+            seen.push(result);
+        }
+        for worker in workers {
+            worker.await.unwrap();
+        }
+    })
+    .await;
     let mut per_version = (0, 0);
     for (sha, verdict, failure) in &seen {
         assert!(
@@ -1143,8 +1154,7 @@ fn a_plugin_cannot_forge_lines_in_what_eagle_prints() {
 
 /// Runs `eagle policy compile-into-cache` with `bytes` on its stdin.
 fn compile_into_cache(home: &Home, sha: &str, dir: &Path, bytes: &[u8]) -> std::process::Output {
-    use std::io::Write as _;
-    let mut child = home
+    let child = home
         .command(&["policy", "compile-into-cache", "--sha256", sha, "--dir"])
         .arg(dir)
         .stdin(std::process::Stdio::piped())
@@ -1152,13 +1162,13 @@ fn compile_into_cache(home: &Home, sha: &str, dir: &Path, bytes: &[u8]) -> std::
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(bytes).unwrap();
-    child.wait_with_output().unwrap()
+    crate::support::finish(child, bytes, "eagle policy compile-into-cache")
 }
 
 #[test]
 fn plugins_are_compiled_by_a_child_process_into_the_verified_cache() {
-    let home = Home::new();
+    // A fresh profile: nothing compiled yet, whatever other homes get.
+    let home = Home::without_compiled_plugins();
     let wasm = std::fs::read(builtin_file("default-approval")).unwrap();
     let sha = content_hash(&wasm);
     let cache = tempfile::tempdir().unwrap();

@@ -11,7 +11,7 @@ use eagle::store::{
     RequestStatus, RequestVia, RunEnd, RunState, Store, TaskStatus, Upserted,
 };
 
-use crate::support::{Db, TestDb};
+use crate::support::{Db, TestDb, WAIT};
 
 macro_rules! on_both_backends {
     ($($case:ident),* $(,)?) => {
@@ -437,6 +437,27 @@ async fn imports_are_idempotent_and_jobs_taken_up_once(db: Db) {
     assert!(store.open_analyzer_jobs().await.unwrap().is_empty());
 }
 
+/// How many backends that hold a lock in `schema` wait for a lock held by
+/// another backend that holds one there: this test's own connections
+/// waiting for each other, whatever else runs on the server.
+async fn lock_waits_in(watcher: &sqlx::PgPool, schema: &str) -> i64 {
+    sqlx::query_scalar(
+        "WITH ours AS (
+             SELECT DISTINCT l.pid FROM pg_locks l
+             JOIN pg_class c ON c.oid = l.relation
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+               AND n.nspname = $1
+         )
+         SELECT COUNT(*) FROM ours w
+         WHERE EXISTS (SELECT 1 FROM ours h WHERE h.pid = ANY (pg_blocking_pids(w.pid)))",
+    )
+    .bind(schema)
+    .fetch_one(watcher)
+    .await
+    .unwrap()
+}
+
 /// `!go` and the analyzer concluding on the same task at once (PostgreSQL,
 /// where nothing serialises whole transactions): the later one waits for
 /// the earlier and sees what it did, so the `!go` is not refused.
@@ -472,7 +493,7 @@ async fn a_go_while_the_analyzer_concludes_waits_for_it_on_postgres() {
         .unwrap();
     assert!(concluded);
     // ...while an approver's `!go` arrives.
-    let go = tokio::spawn({
+    let mut go = tokio::spawn({
         let store = store.clone();
         async move {
             let mut tx = store.begin_write().await.unwrap();
@@ -483,17 +504,20 @@ async fn a_go_while_the_analyzer_concludes_waits_for_it_on_postgres() {
             run.map(|r| r.id)
         }
     });
-    // The `!go` waits for the analyzer's row lock (seen in pg_locks).
+    // The `!go` waits for the analyzer's row lock.
+    let schema = test.schema().expect("a PostgreSQL schema");
     let watcher = sqlx::PgPool::connect(&test.url).await.unwrap();
-    loop {
-        let waiting: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pg_locks WHERE NOT granted")
-            .fetch_one(&watcher)
-            .await
-            .unwrap();
-        if waiting > 0 {
-            break;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while lock_waits_in(&watcher, schema).await == 0 {
+        if go.is_finished() {
+            let ended = (&mut go).await.unwrap();
+            panic!("the !go did not wait for the analyzer's transaction: it ended with {ended:?}");
         }
-        tokio::task::yield_now().await;
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "after {WAIT:?} the !go neither waits for the analyzer's lock nor has it ended"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     analyzer.commit().await.unwrap();
     let run = go

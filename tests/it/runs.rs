@@ -9,7 +9,7 @@ use eagle::store::{
     RunEnd, RunState, Store, StoreError, TaskStatus, Transition,
 };
 
-use crate::support::{Db, TestDb};
+use crate::support::{Db, TestDb, WAIT, within};
 
 macro_rules! on_both_backends {
     ($($case:ident),* $(,)?) => {
@@ -251,7 +251,7 @@ async fn racing_claimers_never_exceed_the_limit(db: Db) {
     }
     let mut all = Vec::new();
     for claimer in claimers {
-        all.extend(claimer.await.unwrap());
+        all.extend(within(WAIT, "a claimer to finish", claimer).await.unwrap());
     }
     all.sort();
     let before = all.len();
@@ -582,7 +582,7 @@ async fn changes_wake_watchers(db: Db) {
     // Another process's store: only the database connects them.
     let other = test.open().await;
     let mut changes = other.changes();
-    changes.ready().await;
+    within(WAIT, "the watcher to listen", changes.ready()).await;
     changes.mark_seen();
     let waiter = tokio::spawn(async move {
         changes.changed().await;

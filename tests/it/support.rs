@@ -1,6 +1,9 @@
 //! Shared test helpers: scratch directories, the `eagle` binary, and
 //! throw-away PostgreSQL schemas.
 
+mod child;
+mod plugin_cache;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -8,6 +11,8 @@ use std::process::{Command, Output, Stdio};
 use eagle::profile::DatabaseUrl;
 use eagle::store::Store;
 use sqlx::Connection;
+
+pub use child::{CHILD_DEADLINE, WAIT, exit_within, finish, within};
 
 /// The PostgreSQL server the tests use.
 pub fn postgres_url() -> String {
@@ -114,6 +119,11 @@ impl TestDb {
         }
     }
 
+    /// The PostgreSQL schema the database lives in (`None` on SQLite).
+    pub fn schema(&self) -> Option<&str> {
+        self._schema.as_ref().map(|s| s.name.as_str())
+    }
+
     pub async fn open(&self) -> Store {
         Store::open(&DatabaseUrl::new(self.url.clone()))
             .await
@@ -132,14 +142,24 @@ pub fn repo_profiles() -> PathBuf {
 }
 
 /// A scratch home for running the binary: a copy of the shipped profiles and
-/// an empty data directory.
+/// a data directory that holds nothing but the compiled built-in plugins.
 pub struct Home {
     pub dir: tempfile::TempDir,
     pub env: BTreeMap<String, String>,
 }
 
 impl Home {
+    /// A home whose profiles find the built-in plugins compiled already
+    /// (one verified cache, made once per test process and copied here).
     pub fn new() -> Home {
+        let home = Home::without_compiled_plugins();
+        plugin_cache::seed(&home.dir.path().join("data"));
+        home
+    }
+
+    /// A home with an empty data directory: its first run compiles the
+    /// plugins it loads.
+    pub fn without_compiled_plugins() -> Home {
         let dir = tempfile::tempdir().expect("tempdir");
         let profiles = dir.path().join("profiles");
         std::fs::create_dir_all(&profiles).unwrap();
@@ -180,23 +200,20 @@ impl Home {
         cmd
     }
 
-    /// Runs the binary with `stdin` as input.
+    /// Runs the binary with `stdin` as input, for at most [`CHILD_DEADLINE`].
     pub fn run(&self, args: &[&str], stdin: &str) -> Output {
-        use std::io::Write;
-        let mut child = self
+        let child = self
             .command(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn eagle");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().expect("wait for eagle")
+        finish(
+            child,
+            stdin.as_bytes(),
+            &format!("eagle {}", args.join(" ")),
+        )
     }
 }
 

@@ -9,10 +9,14 @@ use std::time::Duration;
 use fake_zulip::{FakeConfig, FakeZulip, Fault, Route, StoredMessage};
 
 use crate::cli::encodings_of;
-use crate::support::Home;
+use crate::support::{CHILD_DEADLINE, Home, exit_within, finish};
 
 /// Generous: the binary starts, registers and answers well within it.
-pub(crate) const WAIT: Duration = Duration::from_secs(30);
+pub(crate) use crate::support::WAIT;
+
+/// How long a stopped `eagle run` may take to exit: it finishes what is
+/// due and deletes its queue, in well under this.
+const STOP_DEADLINE: Duration = Duration::from_secs(60);
 
 /// A realm with Eagle's two bots, two people, another bot and two channels.
 pub(crate) struct Realm {
@@ -185,13 +189,19 @@ impl Running {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// SIGTERM, then the exit status.
+    /// SIGTERM, then the exit status (a process that does not exit within
+    /// [`STOP_DEADLINE`] is killed and fails the test).
     pub(crate) fn stop(mut self) -> (Option<i32>, String) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        let status = self.child.wait().expect("wait");
-        (status.code(), self.log())
+        match exit_within(&mut self.child, STOP_DEADLINE) {
+            Some(status) => (status.code(), self.log()),
+            None => panic!(
+                "eagle run did not exit within {STOP_DEADLINE:?} of SIGTERM; killed it:\n{}",
+                self.log()
+            ),
+        }
     }
 
     /// SIGKILL: no chance to clean up.
@@ -200,10 +210,16 @@ impl Running {
         let _ = self.child.wait();
     }
 
-    /// Waits for the process to exit on its own.
+    /// Waits for the process to exit on its own (at most
+    /// [`CHILD_DEADLINE`], then it is killed and fails the test).
     pub(crate) fn wait(mut self) -> (Option<i32>, String) {
-        let status = self.child.wait().expect("wait");
-        (status.code(), self.log())
+        match exit_within(&mut self.child, CHILD_DEADLINE) {
+            Some(status) => (status.code(), self.log()),
+            None => panic!(
+                "eagle run did not exit on its own within {CHILD_DEADLINE:?}; killed it:\n{}",
+                self.log()
+            ),
+        }
     }
 
     /// Waits at most `timeout` for the process to exit on its own (checked
@@ -821,8 +837,14 @@ async fn a_wrong_key_stops_with_a_message_naming_the_profile() {
 
 /// Runs `eagle check` off the runtime's threads (the fake serves on them).
 async fn check(home: &Home, profile: &str) -> (Option<i32>, String) {
-    let mut cmd = home.command(&["check", "--profile", profile]);
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+    let child = home
+        .command(&["check", "--profile", profile])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn eagle check");
+    let out = tokio::task::spawn_blocking(move || finish(child, b"", "eagle check"))
         .await
         .unwrap();
     let (stdout, stderr) = crate::support::text(&out);
@@ -870,8 +892,9 @@ async fn check_verifies_credentials_subscriptions_and_plugins() {
 async fn no_api_key_reaches_a_trace_log() {
     let realm = Realm::start().await;
     let mut home = realm.home();
-    // Compile the plugins first: Cranelift logging every instruction at
-    // trace level would make the compile take minutes.
+    // The plugins compiled before trace logging is on (the home's copy of
+    // the shared cache has them unless the binary's engine changed):
+    // Cranelift logging every instruction would make a compile take minutes.
     let warm = home.run(&["policy", "list"], "");
     assert!(warm.status.success());
     home.set("RUST_LOG", "trace");

@@ -2,7 +2,7 @@
 //! guard that fails a test whose fake saw violations nobody looked at.
 
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use crate::common::hub::Hub;
 
@@ -22,7 +22,8 @@ pub struct RecordedRequest {
     pub status: u16,
     /// Whether the answer was a 304 for a matching `If-None-Match`.
     pub etag_hit: bool,
-    /// When the request arrived.
+    /// When the request arrived, on the runtime's clock: under paused time
+    /// the gaps between requests are the waits the client made, skipped.
     pub at: Instant,
 }
 
