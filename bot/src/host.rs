@@ -121,7 +121,8 @@ pub fn groups_with_env(key: &str, value: &str, dir: &Path) -> Vec<i32> {
         if !environ.split(|b| *b == 0).any(|v| v == wanted.as_bytes()) {
             continue;
         }
-        let inside = std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir));
+        let inside =
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir));
         if !inside {
             continue;
         }
