@@ -27,8 +27,22 @@ use crate::host::{self, UnixUser};
 use crate::profile::WorkerKind;
 use crate::store::{Run, Task};
 
-/// A Unix socket path must fit in `sun_path` (108 bytes with its NUL).
-const MAX_SOCKET_PATH: usize = 100;
+/// A Unix socket path must fit in `sun_path` (108 bytes with its NUL),
+/// with room for the [`egress_socket_path`] suffix.
+const MAX_SOCKET_PATH: usize = 100 - EGRESS_SUFFIX.len();
+
+/// What the egress socket's name adds to the request socket's.
+const EGRESS_SUFFIX: &str = ".egress";
+
+/// The run's egress socket: beside its request socket, one per attempt.
+/// The egress proxy listens there (for the worker, outside the sandbox); the
+/// sandbox's in-namespace bridge forwards `127.0.0.1:3128` to it.
+#[allow(dead_code)] // until the egress proxy and the sandbox's bridge use it
+pub(crate) fn egress_socket_path(request_socket: &Path) -> PathBuf {
+    let mut name = request_socket.as_os_str().to_owned();
+    name.push(EGRESS_SUFFIX);
+    PathBuf::from(name)
+}
 
 /// Creates the runs and logs directories with their permissions. With a
 /// separate worker user, the way down to the runs directory must be
@@ -492,6 +506,12 @@ mod tests {
         assert_eq!(fill("--run={run}", &values), "--run=4");
         assert_eq!(fill("{unknown}x", &values), "{unknown}x");
         assert_eq!(fill("a{b", &values), "a{b");
+    }
+
+    #[test]
+    fn the_egress_socket_sits_beside_the_request_socket() {
+        let path = egress_socket_path(Path::new("/runs/7/eagle/sock-2"));
+        assert_eq!(path, Path::new("/runs/7/eagle/sock-2.egress"));
     }
 
     #[test]
