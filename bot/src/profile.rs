@@ -11,6 +11,7 @@
 
 mod integrations;
 mod raw;
+mod sandbox;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -25,6 +26,7 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 
 pub use raw::{ENV_PREFIX, RESERVED_ENV};
+pub use sandbox::{HostPattern, SandboxMode, SandboxSettings};
 pub use worker_env::WorkerEnv;
 pub use zuliprc::{Tls, ZulipCredentials};
 
@@ -309,6 +311,8 @@ pub struct RunnerSettings {
     pub repo: Option<PathBuf>,
     /// Extra rules for Claude Code's tool calls: a command prefix and its action.
     pub hook_rules: Vec<(String, String)>,
+    /// How workers are confined and what they may reach.
+    pub sandbox: SandboxSettings,
 }
 
 impl RunnerSettings {

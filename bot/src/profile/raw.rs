@@ -27,6 +27,7 @@ const LIST_KEYS: &[&str] = &[
     "approvers",
     "channels",
     "runner.worker_env",
+    "runner.sandbox.allow_hosts",
     "analyzer.env",
     "github.required_checks",
     "github.required_labels",
@@ -75,6 +76,12 @@ const ENV_KEYS: &[&str] = &[
     "runner.prompts_dir",
     "runner.runs_dir",
     "runner.repo",
+    "runner.sandbox.mode",
+    "runner.sandbox.allow_hosts",
+    "runner.sandbox.max_processes",
+    "runner.sandbox.max_file_size",
+    "runner.sandbox.max_open_files",
+    "runner.sandbox.max_disk",
     "decisions.reminder_after",
     "decisions.approval_ttl",
     "analyzer.command",
@@ -234,6 +241,8 @@ pub struct RawRunner {
     pub kinds: Option<std::collections::BTreeMap<String, RawKindLimits>>,
     /// Extra rules for Claude Code's tool calls: command prefix → action.
     pub hook_rules: Option<std::collections::BTreeMap<String, String>>,
+    /// How workers are confined (`[runner.sandbox]`).
+    pub sandbox: Option<super::sandbox::RawSandbox>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -399,12 +399,24 @@ fn runner_settings(
         ));
     }
     let worker_user = unix_user("runner.worker_user", raw.worker_user.as_deref(), origins)?;
+    let worker_names = env_names(
+        "runner.worker_env",
+        raw.worker_env.unwrap_or_default(),
+        origins,
+    )?;
+    let model_url = worker_names
+        .iter()
+        .any(|name| name == "ANTHROPIC_BASE_URL")
+        .then(|| origins.env.get("ANTHROPIC_BASE_URL").map(String::as_str))
+        .flatten();
+    let sandbox = super::sandbox::sandbox_settings(
+        raw.sandbox.unwrap_or_default(),
+        worker_command.as_ref().map(|c| c.kind),
+        model_url,
+        origins,
+    )?;
     let worker_env = WorkerEnv::resolve(
-        env_names(
-            "runner.worker_env",
-            raw.worker_env.unwrap_or_default(),
-            origins,
-        )?,
+        worker_names,
         raw.worker_path.filter(|p| !p.trim().is_empty()),
         origins.env,
     );
@@ -505,6 +517,7 @@ fn runner_settings(
         runs_dir: path("runner.runs_dir", raw.runs_dir.as_deref())?,
         repo: path("runner.repo", raw.repo.as_deref())?,
         hook_rules,
+        sandbox,
     })
 }
 
