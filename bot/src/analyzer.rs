@@ -166,7 +166,24 @@ impl Analyzer {
                         )
                     })?),
                 };
+                let sandbox = match crate::sandbox::limits_of(profile) {
+                    None => {
+                        tracing::warn!(profile = %profile.name, "the analysis command runs UNCONFINED: [runner.sandbox] mode = \"off\"");
+                        None
+                    }
+                    Some(limits) => {
+                        crate::sandbox::probe(exe, user.as_ref()).map_err(|why| {
+                            anyhow::anyhow!(
+                                "profile {}: the analysis command cannot be confined on this host ({why}); \
+                                 Eagle does not run it unconfined unless [runner.sandbox] says mode = \"off\"",
+                                profile.name
+                            )
+                        })?;
+                        Some(crate::sandbox::Confinement::of(profile, limits))
+                    }
+                };
                 Some(Arc::new(AnalysisCommand {
+                    sandbox,
                     command: command.clone(),
                     settings: settings.clone(),
                     exe: exe.to_path_buf(),

@@ -110,6 +110,12 @@ pub enum Command {
         /// The run's rules, written into the working directory as AGENTS.md.
         #[arg(long)]
         rules: Option<PathBuf>,
+        /// Confine the worker as this sandbox spec (JSON, written by the runner) says.
+        #[arg(long)]
+        sandbox: Option<PathBuf>,
+        /// Only check that this kernel can confine workers, and say how.
+        #[arg(long)]
+        probe: bool,
         /// The worker's command line.
         #[arg(last = true, required = true)]
         argv: Vec<String>,
@@ -232,14 +238,27 @@ pub fn run_worker_side(cli: Cli, env: BTreeMap<String, String>) -> ExitCode {
         Command::DemoWorker { prompt } => {
             crate::worker::demo(&env, prompt.as_deref().unwrap_or_default())
         }
+        Command::WorkerShim { probe: true, .. } => match crate::sandbox::probe_here() {
+            Ok(what) => {
+                println!("{what}");
+                ExitCode::SUCCESS
+            }
+            Err(why) => {
+                eprintln!("{why}");
+                ExitCode::from(1)
+            }
+        },
         Command::WorkerShim {
             deadline,
             rules,
+            sandbox,
             argv,
+            ..
         } => crate::worker::shim(
             &env,
             std::time::Duration::from_secs(deadline),
             rules.as_deref(),
+            sandbox.as_deref(),
             &argv,
         ),
         _ => ExitCode::from(2),
@@ -396,7 +415,7 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
         }
         Command::Check(profile) => {
             let profile = load(dir, &profile.profile, env)?;
-            check::check(&profile, env).await
+            check::check(&profile, env, process.exe.as_deref()).await
         }
         Command::Policy(command) => policy::run(dir, command, env).await,
         Command::Import(profile) => {

@@ -25,6 +25,7 @@ pub mod prloop;
 pub mod profile;
 pub mod protocol;
 pub mod runner;
+pub mod sandbox;
 pub mod shell;
 pub mod singleton;
 pub mod store;

@@ -26,7 +26,7 @@ mod spawn;
 mod supervise;
 pub mod wire;
 
-pub use checks::{Severity, checks};
+pub use checks::{Severity, checks, sandbox_check};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -74,6 +74,8 @@ pub struct Shared {
     pub data_dir: PathBuf,
     /// The work this runner has in hand (see [`RunnerOptions::busy`]).
     pub active: watch::Sender<usize>,
+    /// How workers are confined; `None`: unconfined (`[runner.sandbox] mode = "off"`).
+    pub sandbox: Option<crate::sandbox::Confinement>,
 }
 
 impl Shared {
@@ -149,6 +151,34 @@ pub fn demo_command(exe: &std::path::Path) -> WorkerCommand {
     }
 }
 
+/// How this runner confines its workers: probed at start (fail closed:
+/// where the kernel cannot confine, the runner does not start unless the
+/// profile says `mode = "off"`).
+fn confinement(
+    profile: &Profile,
+    exe: &std::path::Path,
+    user: Option<&host::UnixUser>,
+) -> anyhow::Result<Option<crate::sandbox::Confinement>> {
+    let Some(limits) = crate::sandbox::limits_of(profile) else {
+        tracing::warn!(
+            profile = %profile.name,
+            "workers run UNCONFINED: [runner.sandbox] mode = \"off\" (they can read and write what their user can, and reach the network)"
+        );
+        return Ok(None);
+    };
+    match crate::sandbox::probe(exe, user) {
+        Ok(what) => {
+            tracing::info!(profile = %profile.name, sandbox = %what, "workers run confined");
+            Ok(Some(crate::sandbox::Confinement::of(profile, limits)))
+        }
+        Err(why) => anyhow::bail!(
+            "profile {}: workers cannot be confined on this host ({why}); \
+             Eagle does not start them unconfined unless [runner.sandbox] says mode = \"off\"",
+            profile.name
+        ),
+    }
+}
+
 /// What `eagle run` and `eagle check` say when no worker command is set.
 pub const NO_WORKER_COMMAND: &str = "no worker command: set runner.worker_command in the executor profile \
      (e.g. worker_command = \"claude -p {prompt} --output-format stream-json --verbose\"), \
@@ -192,7 +222,9 @@ impl Runner {
                 }
             }
         };
+        let sandbox = confinement(profile, &exe, worker_user.as_ref())?;
         let shared = Shared {
+            sandbox,
             store,
             settings: profile.runner.clone(),
             command,
@@ -264,9 +296,23 @@ impl Runner {
         }
     }
 
+    /// This runner's presence lease: `runner:<instance>`, or
+    /// `runner:unconfined:<instance>` when its workers run unconfined
+    /// (`!status` counts both, and says so of the second).
+    fn presence(&self) -> String {
+        match self.shared.sandbox {
+            Some(_) => format!("{PRESENCE_PREFIX}{}", self.shared.instance),
+            None => format!(
+                "{}{}",
+                crate::sandbox::UNCONFINED_PRESENCE,
+                self.shared.instance
+            ),
+        }
+    }
+
     /// Keeps this runner's presence lease fresh (`!status` counts runners).
     async fn announce(&self) {
-        let name = format!("{PRESENCE_PREFIX}{}", self.shared.instance);
+        let name = self.presence();
         if let Err(error) = self
             .shared
             .store
@@ -381,10 +427,7 @@ impl BackgroundLoop for Runner {
         let _ = self
             .shared
             .store
-            .release_lease(
-                &format!("{PRESENCE_PREFIX}{}", self.shared.instance),
-                &self.shared.instance,
-            )
+            .release_lease(&self.presence(), &self.shared.instance)
             .await;
     }
 }

@@ -16,6 +16,7 @@ mod policy;
 mod prloop;
 mod prstore;
 mod runs;
+mod sandbox;
 mod store;
 mod support;
 mod zulip;

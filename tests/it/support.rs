@@ -178,6 +178,10 @@ impl Home {
             "EAGLE_DATA_DIR".into(),
             dir.path().join("data").display().to_string(),
         );
+        // The fake workers live in this repository and the tests' files in
+        // temporary directories, which a confined worker cannot reach: the
+        // sandbox is tried by `sandbox.rs` (and tests that turn it on).
+        env.insert("EAGLE_RUNNER__SANDBOX__MODE".into(), "off".into());
         Home { dir, env }
     }
 

@@ -36,6 +36,8 @@ pub struct AnalysisCommand {
     /// Where each analysis gets its directory.
     pub dir: PathBuf,
     pub user: Option<UnixUser>,
+    /// How the command is confined; `None`: unconfined (`mode = "off"`).
+    pub sandbox: Option<crate::sandbox::Confinement>,
 }
 
 impl AnalysisCommand {
@@ -65,7 +67,23 @@ impl AnalysisCommand {
         command
             .arg("worker-shim")
             .arg("--deadline")
-            .arg(deadline.as_secs().to_string())
+            .arg(deadline.as_secs().to_string());
+        if let Some(confinement) = &self.sandbox {
+            // Its own directory writable, nothing of Eagle's readable; its
+            // egress bridge leads to `egress.sock` beside it (no network
+            // unless a proxy listens there).
+            let spec = confinement.spec(
+                vec![work.clone(), home.clone()],
+                Vec::new(),
+                std::slice::from_ref(&self.dir),
+                None,
+                Some(base.join("egress.sock")),
+            );
+            let path = base.join("sandbox.json");
+            spec.write_to(&path)?;
+            command.arg("--sandbox").arg(path);
+        }
+        command
             .arg("--")
             .args(&argv)
             .env_clear()

@@ -11,6 +11,7 @@ use crate::profile::{Profile, ZulipCredentials};
 pub(super) async fn check(
     profile: &Profile,
     env: &BTreeMap<String, String>,
+    exe: Option<&std::path::Path>,
 ) -> anyhow::Result<ExitCode> {
     println!(
         "ok    profile {}: settings are valid ({})",
@@ -35,6 +36,7 @@ pub(super) async fn check(
     let mut local_ok = true;
     for (severity, text) in crate::runner::checks(profile)
         .into_iter()
+        .chain([crate::runner::sandbox_check(profile, exe)])
         .chain(integration_checks(profile))
     {
         use crate::runner::Severity;

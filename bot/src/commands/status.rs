@@ -114,6 +114,12 @@ async fn executors_line(tx: &mut Tx) -> Result<String, StoreError> {
         0 => "**Executors**: none running (start one: `eagle run --profile executor`)".to_string(),
         n => format!("**Executors**: {n} running, {busy} worker(s) busy"),
     };
+    let unconfined = tx.live_leases(crate::sandbox::UNCONFINED_PRESENCE).await?;
+    if unconfined > 0 {
+        line.push_str(&format!(
+            " · **workers run unconfined** on {unconfined} of them (`[runner.sandbox] mode = \"off\"`: no sandbox)"
+        ));
+    }
     if tx.control(Control::Paused).await? {
         line.push_str(" · **paused** (`!resume` starts new work again)");
     }

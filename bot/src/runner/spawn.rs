@@ -37,7 +37,6 @@ const EGRESS_SUFFIX: &str = ".egress";
 /// The run's egress socket: beside its request socket, one per attempt.
 /// The egress proxy listens there (for the worker, outside the sandbox); the
 /// sandbox's in-namespace bridge forwards `127.0.0.1:3128` to it.
-#[allow(dead_code)] // until the egress proxy and the sandbox's bridge use it
 pub(crate) fn egress_socket_path(request_socket: &Path) -> PathBuf {
     let mut name = request_socket.as_os_str().to_owned();
     name.push(EGRESS_SUFFIX);
@@ -416,6 +415,7 @@ pub(super) fn start(
     log: &Path,
     exit_file: &Path,
     shim_deadline: std::time::Duration,
+    sandbox: Option<&Path>,
 ) -> std::io::Result<Started> {
     if let Some(parent) = log.parent() {
         std::fs::create_dir_all(parent)?;
@@ -431,7 +431,11 @@ pub(super) fn start(
         .arg("--deadline")
         .arg(shim_deadline.as_secs().to_string())
         .arg("--rules")
-        .arg(rules)
+        .arg(rules);
+    if let Some(spec) = sandbox {
+        command.arg("--sandbox").arg(spec);
+    }
+    command
         .arg("--")
         .args(argv)
         .env_clear()
@@ -454,6 +458,31 @@ pub(super) fn start(
         pid,
         start_ticks,
     })
+}
+
+/// Writes the sandbox spec of one attempt beside the run's other files of
+/// Eagle (the worker may read it, not change it): its working directory
+/// and HOME writable, the run's files of Eagle readable, its request
+/// socket and egress socket bridged. `None` when workers run unconfined.
+pub(super) fn sandbox_spec(
+    shared: &Shared,
+    dir: &RunDir,
+    socket: &Path,
+    attempt: i64,
+) -> std::io::Result<Option<PathBuf>> {
+    let Some(confinement) = &shared.sandbox else {
+        return Ok(None);
+    };
+    let spec = confinement.spec(
+        vec![dir.work.clone(), dir.home.clone()],
+        vec![dir.eagle.clone()],
+        &[],
+        Some(socket.to_path_buf()),
+        Some(egress_socket_path(socket)),
+    );
+    let path = dir.eagle.join(format!("sandbox-{attempt}.json"));
+    spec.write_to(&path)?;
+    Ok(Some(path))
 }
 
 /// A fresh secret for one attempt: 32 random bytes, hex.

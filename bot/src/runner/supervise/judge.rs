@@ -183,6 +183,9 @@ impl Worker {
             }
             _ => {}
         }
+        if let Some(limit) = exit.limit_hit() {
+            return Ok(failed(limit));
+        }
         // A worker that crashed counts as failed even if it asked something
         // first (it must not be resumed for ever); exit 3 is the documented
         // "stop, a human decides".
@@ -315,12 +318,30 @@ struct ExitStatus {
     code: Option<i64>,
     signal: Option<i64>,
     error: Option<String>,
+    /// The sandbox stopped the worker at a limit (`limit <what>`).
+    limit: Option<String>,
 }
 
 impl ExitStatus {
+    /// A sandbox limit the worker hit, in words: one the init stopped it
+    /// at, or the file size (the kernel's SIGXFSZ).
+    fn limit_hit(&self) -> Option<String> {
+        if let Some(what) = &self.limit {
+            return Some(format!(
+                "it hit a limit of its sandbox and was stopped ({})",
+                one_line(what, 300)
+            ));
+        }
+        (self.signal == Some(i64::from(libc::SIGXFSZ))).then(|| {
+            "it hit a limit of its sandbox: a file reached max_file_size (killed by SIGXFSZ)"
+                .to_string()
+        })
+    }
+
     fn describe(&self) -> String {
         match (self.code, self.signal, &self.error) {
             (_, _, Some(error)) => format!("the worker could not start: {}", one_line(error, 300)),
+            _ if self.limit.is_some() => self.limit_hit().unwrap_or_default(),
             (Some(code), _, _) => format!("exit code {code}"),
             (_, Some(signal), _) => format!("killed by signal {signal}"),
             _ => "it ended without a recorded exit status (killed with its group)".into(),
@@ -334,6 +355,7 @@ fn read_exit(path: &std::path::Path) -> ExitStatus {
         code: None,
         signal: None,
         error: None,
+        limit: None,
     };
     let text = text.trim();
     if let Some(code) = text.strip_prefix("exit ") {
@@ -342,6 +364,8 @@ fn read_exit(path: &std::path::Path) -> ExitStatus {
         status.signal = signal.trim().parse().ok();
     } else if let Some(error) = text.strip_prefix("error ") {
         status.error = Some(error.to_string());
+    } else if let Some(what) = text.strip_prefix("limit ") {
+        status.limit = Some(what.to_string());
     }
     status
 }
@@ -361,5 +385,21 @@ mod tests {
         assert_eq!(read_exit(&path).describe(), "killed by signal 9");
         std::fs::write(&path, "error no such program\n").unwrap();
         assert!(read_exit(&path).describe().contains("could not start"));
+        std::fs::write(&path, "limit disk: 12 MiB\n").unwrap();
+        assert!(
+            read_exit(&path)
+                .limit_hit()
+                .unwrap()
+                .contains("disk: 12 MiB")
+        );
+        std::fs::write(&path, format!("signal {}\n", libc::SIGXFSZ)).unwrap();
+        assert!(
+            read_exit(&path)
+                .limit_hit()
+                .unwrap()
+                .contains("max_file_size")
+        );
+        std::fs::write(&path, "signal 9\n").unwrap();
+        assert_eq!(read_exit(&path).limit_hit(), None);
     }
 }

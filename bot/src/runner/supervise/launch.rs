@@ -80,6 +80,7 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
     let argv = spawn::argv(shared, &dir, &launch);
     let env = spawn::environment(shared, &dir, run.id, &socket_path, &token);
     drop(token);
+    let sandbox = spawn::sandbox_spec(shared, &dir, &socket_path, fence.attempt)?;
     let started = spawn::start(
         shared,
         &argv,
@@ -89,6 +90,7 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         &log_path,
         &exit_path,
         deadline,
+        sandbox.as_deref(),
     )?;
     let mirror = WorkerMirror {
         pid: i64::from(started.pid),
