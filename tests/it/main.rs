@@ -9,6 +9,7 @@ mod analyzer;
 mod asana;
 mod claude;
 mod cli;
+mod egress;
 mod executor;
 mod github;
 mod hardening;

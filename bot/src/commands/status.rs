@@ -11,7 +11,9 @@ use chrono::{DateTime, Utc};
 use super::CommandReply;
 use super::WhyTarget;
 use crate::message::{InboundMessage, Place};
-use crate::store::{Control, RUNNER_PRESENCE_PREFIX, Request, Run, StoreError, Task, Tx};
+use crate::store::{
+    Control, EgressRefusal, RUNNER_PRESENCE_PREFIX, Request, Run, StoreError, Task, Tx,
+};
 use crate::text::{neutralize_mentions, one_line};
 
 /// Open tasks and runs shown per `!status` page.
@@ -199,6 +201,49 @@ fn when(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
+/// The destinations shown per run by `!status run N`.
+const REFUSALS_SHOWN: usize = 3;
+
+/// What the egress proxy refused the run, in one line (`None`: nothing):
+/// "network: refused 3 connections to `evil.example:443` (last …)".
+fn network_line(refusals: &[EgressRefusal]) -> Option<String> {
+    let total: i64 = refusals.iter().map(|r| r.count).sum();
+    let plural = |n: i64| if n == 1 { "connection" } else { "connections" };
+    let place = |r: &EgressRefusal| match r.host.as_str() {
+        crate::store::OTHER_HOSTS => "other hosts".to_string(),
+        host if host.contains(':') => format!("`[{host}]:{}`", r.port),
+        host => format!("`{host}:{}`", r.port),
+    };
+    match refusals {
+        [] => None,
+        [only] => Some(format!(
+            "network: refused {} {} to {} (last {})",
+            only.count,
+            plural(only.count),
+            place(only),
+            when(only.last_at)
+        )),
+        many => {
+            let mut parts: Vec<String> = many
+                .iter()
+                .take(REFUSALS_SHOWN)
+                .map(|r| format!("{} to {} (last {})", r.count, place(r), when(r.last_at)))
+                .collect();
+            if many.len() > REFUSALS_SHOWN {
+                parts.push(format!(
+                    "and {} more destinations",
+                    many.len() - REFUSALS_SHOWN
+                ));
+            }
+            Some(format!(
+                "network: refused {total} {}: {}",
+                plural(total),
+                parts.join(", ")
+            ))
+        }
+    }
+}
+
 pub(super) async fn task_status(
     tx: &mut Tx,
     message: &InboundMessage,
@@ -383,6 +428,10 @@ pub(super) async fn run_status(
     }
     if let Some(who) = &run.waiting_on {
         out.push_str(&format!("waiting on: {}\n", echo(who)));
+    }
+    if let Some(line) = network_line(&tx.egress_refusals(run.id).await?) {
+        out.push_str(&line);
+        out.push('\n');
     }
     let requests = tx.requests_of_run(run.id).await?;
     if !requests.is_empty() {

@@ -31,6 +31,7 @@ impl Worker {
         if !self.socket_path.as_os_str().is_empty() {
             let _ = std::fs::remove_file(&self.socket_path);
         }
+        self.stop_egress().await;
         if self.ending == Some(Ending::LostClaim) {
             return;
         }

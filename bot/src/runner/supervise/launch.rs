@@ -62,6 +62,10 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
     let token_sha256 = crate::policy::content_hash(token.as_bytes());
     let socket_path = dir.socket_path(shared, run.id, fence.attempt);
     let listener = socket::bind(&socket_path, shared)?;
+    let egress = crate::egress::bind(
+        &spawn::egress_socket_path(&socket_path),
+        shared.worker_user.as_ref(),
+    )?;
     let log_path = spawn::log_path(shared, &run.task_gid, kind);
     let exit_path = dir.eagle.join(format!("exit-{}", fence.attempt));
     let limits = shared.settings.limits_for(kind.as_str());
@@ -143,6 +147,7 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         return Err(error.into());
     }
     worker.serve_listener(listener, token_sha256);
+    worker.serve_egress(egress);
     tracing::info!(
         run = run.id,
         attempt = fence.attempt,
