@@ -9,6 +9,7 @@ mod analyzer;
 mod asana;
 mod claude;
 mod cli;
+mod effects;
 mod executor;
 mod github;
 mod hardening;

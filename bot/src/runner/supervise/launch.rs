@@ -78,7 +78,8 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         attempt: fence.attempt,
     };
     let argv = spawn::argv(shared, &dir, &launch);
-    let env = spawn::environment(shared, &dir, run.id, &socket_path, &token);
+    let mut env = spawn::environment(shared, &dir, run.id, &socket_path, &token);
+    super::super::effects::put_shims_first(&mut env, &dir.eagle, &shared.exe)?;
     drop(token);
     let started = spawn::start(
         shared,
