@@ -88,7 +88,12 @@ pub enum Command {
         escalate: bool,
         /// The action: run_tests, create_worktree, push_branch, open_draft_pr, merge_pr, …
         action: String,
-        /// What exactly (the branch, the suite, the PR).
+        /// What exactly (the suite, the PR); for the effects Eagle carries
+        /// out, their options: push_branch [--sha <sha>], open_draft_pr
+        /// --title <t> --body-file <f>, comment_on_pr --body-file <f>,
+        /// reply_thread <id> --body-file <f>, merge_pr [--sha <sha>],
+        /// post_asana_comment --body-file <f>.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         details: Vec<String>,
     },
     /// (For workers) hooks of coding agents that route tool permissions through Eagle.
@@ -225,7 +230,7 @@ pub fn run_worker_side(cli: Cli, env: BTreeMap<String, String>) -> ExitCode {
             escalate,
             action,
             details,
-        } => crate::worker::request(&env, &action, &details.join(" "), escalate),
+        } => crate::worker::asks::request(&env, &action, &details, escalate),
         Command::Hook(HookCommand::ClaudePretool { timeout }) => {
             let (output, code) = crate::worker::hook_pretool(
                 &env,

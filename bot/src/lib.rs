@@ -15,6 +15,7 @@ pub mod commands;
 pub mod daemon;
 pub mod decisions;
 pub mod egress;
+pub mod effect;
 pub mod github;
 pub mod host;
 pub mod intake;

@@ -347,6 +347,9 @@ pub struct GithubSettings {
     pub api_url: url::Url,
     /// `owner/name`: where runs open their PRs.
     pub repo: crate::github::Repo,
+    /// The branch runs' PRs go into (`github.base`, default `main`): Eagle
+    /// opens each run's draft PR against it and merges only a PR into it.
+    pub base: String,
     /// From the environment variable `token_env` or the file `token_file`.
     pub token: SecretString,
     /// Checks that must be green (by name); other failing checks fail CI too.

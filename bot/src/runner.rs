@@ -18,6 +18,7 @@
 //! their own Unix user: never the database, a zuliprc or Eagle's keys.
 
 mod checks;
+mod effects;
 pub mod hook;
 pub mod output;
 pub mod prompts;

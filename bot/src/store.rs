@@ -13,6 +13,7 @@
 
 mod analysis;
 mod audit;
+mod carried;
 mod claims;
 mod controls;
 mod egress;

@@ -14,6 +14,9 @@
 //! None of them loads a profile: a worker holds no database URL, no zuliprc,
 //! no key; it finds its run's socket and token in the environment.
 
+pub mod asks;
+pub mod shims;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;

@@ -10,6 +10,7 @@ mod asana;
 mod claude;
 mod cli;
 mod egress;
+mod effects;
 mod executor;
 mod github;
 mod hardening;

@@ -182,11 +182,12 @@ async fn carried_from_failed_ci_to_complete(db: Db) {
     )
     .await;
     wait_run_post(&realm, realm.executor, "[DONE: comments_addressed] run:1").await;
-    // What the worker's `gh` would do: answer in the thread.
+    // What Eagle does for the worker's `reply_thread`: answer in the
+    // thread, with its own login (the only one whose acknowledgement counts).
     hub.fake.reply_to_thread(
         REPO,
         &thread,
-        Some("executor-bot"),
+        Some("eagle-bot"),
         "[ACKNOWLEDGED: fixed] renamed",
     );
 
@@ -299,6 +300,9 @@ async fn a_merge_binds_to_the_head_a_push_expires_it_and_eagle_merges_what_was_a
         "run 1",
         &format!("!approve 1 {}", first.id),
     );
+    // Eagle merges only with the review of that head green.
+    hub.fake
+        .add_review(REPO, number, Some("alex"), "APPROVED", "");
     realm.fake.post(
         realm.alex,
         "executor",

@@ -328,26 +328,39 @@ impl PrLoop {
         // The newest human comment after `seen`: in the conversation, or
         // the last reply of a review thread.
         let mut human: Option<(DateTime<Utc>, String)> = None;
-        let mut consider = |at: &str, author: Option<&str>, body: &str| {
-            if let Ok(at) = at.parse::<DateTime<Utc>>()
-                && at >= seen
-                && by_human(author, body, &watcher.settings)
-                && human.as_ref().is_none_or(|(t, _)| at > *t)
-            {
-                human = Some((at, author.unwrap_or_default().to_string()));
-            }
-        };
+        // Only someone with write access steers a run.
+        let mut consider =
+            |at: &str, author: Option<&str>, association: Option<&str>, body: &str| {
+                if let Ok(at) = at.parse::<DateTime<Utc>>()
+                    && at >= seen
+                    && crate::github::threads::can_write(association)
+                    && by_human(author, body, &watcher.settings)
+                    && human.as_ref().is_none_or(|(t, _)| at > *t)
+                {
+                    human = Some((at, author.unwrap_or_default().to_string()));
+                }
+            };
         if pull.draft && comments_grew {
             for c in watcher
                 .client
                 .issue_comments(repo, pull.number, Some(seen))
                 .await?
             {
-                consider(&c.created_at, c.author.as_deref(), &c.body);
+                consider(
+                    &c.created_at,
+                    c.author.as_deref(),
+                    c.association.as_deref(),
+                    &c.body,
+                );
             }
             for t in view.threads.iter().flat_map(|t| &t.threads) {
                 if let Some(last) = &t.last_comment {
-                    consider(&last.created_at, last.author.as_deref(), &last.body);
+                    consider(
+                        &last.created_at,
+                        last.author.as_deref(),
+                        last.association.as_deref(),
+                        &last.body,
+                    );
                 }
             }
         }

@@ -361,6 +361,7 @@ mod tests {
         GithubSettings {
             api_url: url::Url::parse("https://api.github.com").unwrap(),
             repo: "acme/app".parse().unwrap(),
+            base: "main".into(),
             token: secrecy::SecretString::from("t".to_string()),
             required_checks: vec![],
             required_labels: vec![],

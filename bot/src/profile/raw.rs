@@ -95,6 +95,7 @@ const ENV_KEYS: &[&str] = &[
     "analyzer.inbox_topic",
     "github.api_url",
     "github.repo",
+    "github.base",
     "github.token_env",
     "github.token_file",
     "github.required_checks",
@@ -173,6 +174,7 @@ pub struct RawAnalyzer {
 pub struct RawGithub {
     pub api_url: Option<String>,
     pub repo: Option<String>,
+    pub base: Option<String>,
     pub token_env: Option<String>,
     pub token_file: Option<String>,
     pub required_checks: Option<Vec<String>>,

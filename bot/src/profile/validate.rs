@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::raw::{RawDecisions, RawPlugin, RawProfile, RawRunner, RawUserRef};
+use super::worker_env::env_names;
 use super::{
     ChatSettings, DatabaseUrl, DecisionSettings, KindLimits, PluginLimits, PluginSource,
     PluginSpec, PolicySettings, Profile, ProfileError, Role, RunnerSettings, UserRef,
@@ -303,6 +304,21 @@ pub fn validate(
         raw.analyzer.unwrap_or_default(),
         &origins,
         &executor_channel,
+    )?;
+    super::worker_env::refuse_token_envs(
+        [
+            (
+                "github.token_env",
+                raw.github.as_ref().and_then(|g| g.token_env.as_deref()),
+            ),
+            (
+                "asana.token_env",
+                raw.asana.as_ref().and_then(|a| a.token_env.as_deref()),
+            ),
+        ],
+        &runner,
+        &analyzer,
+        &origins,
     )?;
     let github = raw
         .github
@@ -713,41 +729,6 @@ pub(super) fn unix_user(
         }
         Some(user) => Err(origins.error(key, None, format!("{user:?} is not a Unix user name"))),
     }
-}
-
-/// Names of environment variables a worker (or the analysis command) may
-/// see: valid names, and never one of Eagle's own.
-pub(super) fn env_names(
-    key: &str,
-    names: Vec<String>,
-    origins: &Origins<'_>,
-) -> Result<Vec<String>, ProfileError> {
-    let mut out = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        let name = name.trim();
-        let valid = !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !name.starts_with(|c: char| c.is_ascii_digit());
-        if !valid {
-            return Err(origins.error(
-                key,
-                Some(i),
-                format!("{name:?} is not an environment variable name"),
-            ));
-        }
-        if name.starts_with(super::ENV_PREFIX)
-            || name.starts_with("ZULIP_")
-            || name == "DATABASE_URL"
-        {
-            return Err(origins.error(
-                key,
-                Some(i),
-                format!("{name} is Eagle's own: a worker must never hold it"),
-            ));
-        }
-        out.push(name.to_string());
-    }
-    Ok(out)
 }
 
 pub(super) fn duration(value: Option<&str>, default: Duration) -> Result<Duration, String> {

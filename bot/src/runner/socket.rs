@@ -172,6 +172,9 @@ async fn request(
             ),
         ));
     }
+    if let Some(refused) = super::effects::precheck(ctx, &action, &body).await? {
+        return Ok(refused);
+    }
     let key: String = key.chars().filter(|c| !c.is_control()).take(200).collect();
     let new = NewRequest {
         run_id: ctx.fence.run,
@@ -195,6 +198,9 @@ async fn request(
     let Some(request) = decided else {
         return Ok(Answer::new(Status::Stop, stop_reason(ctx)));
     };
+    if let Some(carried) = super::effects::after_approval(ctx, &request).await? {
+        return Ok(carried);
+    }
     finish(ctx, &[request], "eagle request").await
 }
 
@@ -415,5 +421,6 @@ async fn finish(ctx: &SocketCtx, requests: &[Request], what: &str) -> Result<Ans
         reason: String::new(),
         request: requests.last().map(|r| r.id),
         note,
+        outcome: None,
     }))
 }

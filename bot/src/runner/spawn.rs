@@ -202,6 +202,9 @@ async fn clone_repo(
         "clone",
         "--quiet",
         "--template=",
+        // Pushes go through Eagle (`git-remote-eagle`, on the worker's PATH).
+        "--config",
+        "remote.origin.pushurl=eagle::origin",
     ])
     .arg(repo)
     .arg(&dir.work)
