@@ -303,3 +303,43 @@ pub fn limits_of(profile: &crate::profile::Profile) -> Option<Limits> {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inside_the_socket_is_the_bridge_and_every_proxy_variable_the_proxy() {
+        let spec = Spec {
+            write: Vec::new(),
+            read: Vec::new(),
+            hide: Vec::new(),
+            request_socket: Some("/runs/1/eagle/sock-1".into()),
+            egress_socket: Some("/runs/1/eagle/sock-1.egress".into()),
+            limits: Limits::default(),
+        };
+        let env: BTreeMap<String, String> = [
+            (crate::runner::wire::ENV_SOCKET, "/runs/1/eagle/sock-1"),
+            ("NO_PROXY", "*"),
+            ("PATH", "/usr/bin"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let inside = inside_env(&spec, &env);
+        assert_eq!(inside[crate::runner::wire::ENV_SOCKET], INSIDE_SOCKET);
+        for name in ["HTTPS_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"] {
+            assert_eq!(inside[name], PROXY_URL);
+        }
+        assert!(!inside.contains_key("NO_PROXY"));
+        assert_eq!(inside["PATH"], "/usr/bin");
+        assert_eq!(
+            Outcome::Limit("disk: 9 MiB".into()).exit_line(),
+            "limit disk: 9 MiB"
+        );
+        assert_eq!(
+            Outcome::Failed("no".into()).exit_line(),
+            "error sandbox: no"
+        );
+    }
+}

@@ -175,3 +175,43 @@ pub(super) fn restrict(ruleset: RulesetCreated) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_denied_path_is_carved_out_as_its_siblings() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        for sub in ["etc/eagle", "etc/ssl/private", "etc/ssl/certs", "lib"] {
+            std::fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        std::fs::write(root.join("etc/hosts"), "").unwrap();
+        std::os::unix::fs::symlink(root.join("etc/eagle"), root.join("etc/alias")).unwrap();
+        std::os::unix::fs::symlink(root.join("lib"), root.join("etc/lib-link")).unwrap();
+        let denied = vec![root.join("etc/eagle"), root.join("etc/ssl/private")];
+        let mut rules = Vec::new();
+        grant(&mut rules, &root, read_access(), &denied, 0);
+        let granted = |p: &str| {
+            rules
+                .iter()
+                .find(|(path, _)| *path == root.join(p))
+                .map(|(_, access)| *access)
+        };
+        assert_eq!(granted(""), Some(AccessFs::ReadDir.into()), "{rules:?}");
+        assert_eq!(granted("lib"), Some(read_access()));
+        assert_eq!(granted("etc"), Some(AccessFs::ReadDir.into()));
+        assert_eq!(granted("etc/hosts"), Some(read_access()));
+        assert_eq!(granted("etc/ssl/certs"), Some(read_access()));
+        assert_eq!(granted("etc/eagle"), None);
+        assert_eq!(granted("etc/ssl/private"), None);
+        // A symlink is granted where it leads, never into a denied path.
+        assert!(
+            rules
+                .iter()
+                .all(|(path, _)| !denied.iter().any(|d| path.starts_with(d))),
+            "{rules:?}"
+        );
+    }
+}
