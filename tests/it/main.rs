@@ -14,6 +14,7 @@ mod github;
 mod hardening;
 mod policy;
 mod prloop;
+mod promises;
 mod prstore;
 mod runs;
 mod store;

@@ -59,7 +59,9 @@ impl AnalysisCommand {
         }
         let exit_file = base.join("exit");
         let exit = std::fs::File::create(&exit_file)?;
-        let argv = self.argv(prompt, &work);
+        let argv = self.argv(&work);
+        // The prompt (the task's text) on stdin, never on the command line.
+        let input = crate::runner::prompt_input(&base, "prompt", prompt)?;
         let deadline = self.settings.hard_timeout + Duration::from_secs(30);
         let mut command = tokio::process::Command::new(&self.exe);
         command
@@ -71,7 +73,7 @@ impl AnalysisCommand {
             .env_clear()
             .envs(self.environment(&home))
             .current_dir(&work)
-            .stdin(Stdio::null())
+            .stdin(Stdio::from(input))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
@@ -140,19 +142,11 @@ impl AnalysisCommand {
         }
     }
 
-    fn argv(&self, prompt: &str, work: &Path) -> Vec<String> {
-        let values: BTreeMap<&str, String> = [
-            ("prompt", prompt.to_string()),
-            ("workdir", work.display().to_string()),
-        ]
-        .into_iter()
-        .collect();
-        let mut argv: Vec<String> = self
-            .command
-            .argv
-            .iter()
-            .map(|word| crate::runner::fill(word, &values))
+    fn argv(&self, work: &Path) -> Vec<String> {
+        let values: BTreeMap<&str, String> = [("workdir", work.display().to_string())]
+            .into_iter()
             .collect();
+        let mut argv = crate::runner::fill_argv(&self.command.argv, &values);
         if self.command.kind == WorkerKind::Claude && !argv.iter().any(|a| a == "--output-format") {
             argv.extend(["--output-format", "json"].map(String::from));
         }
