@@ -18,10 +18,6 @@ const PLANTED: &[(&str, &str)] = &[
     ("PGPASSWORD", "planted-pg-password-value"),
     ("ZULIP_API_KEY", "planted-zulip-api-key-value"),
     ("ZULIP_EMAIL", "planted-zulip@example.com"),
-    (
-        "EAGLE_GITHUB__TOKEN",
-        "ghp_planted0eagle0github0token0000000",
-    ),
     ("AWS_SECRET_ACCESS_KEY", "planted-aws-secret-value"),
 ];
 
