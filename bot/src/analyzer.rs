@@ -181,6 +181,7 @@ impl Analyzer {
                     exe: exe.to_path_buf(),
                     dir: profile.state_dir().join("analysis"),
                     user,
+                    data_dir: profile.data_dir.clone(),
                 }))
             }
         };

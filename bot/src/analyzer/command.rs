@@ -36,6 +36,9 @@ pub struct AnalysisCommand {
     /// Where each analysis gets its directory.
     pub dir: PathBuf,
     pub user: Option<UnixUser>,
+    /// Eagle's data directory: with a user of its own, the command may pass
+    /// through it (and below it, down to its directory), never list it.
+    pub data_dir: PathBuf,
 }
 
 impl AnalysisCommand {
@@ -52,6 +55,9 @@ impl AnalysisCommand {
         let work = base.join("work");
         let home = base.join("home");
         std::fs::create_dir_all(&base)?;
+        if self.user.is_some() {
+            self.passable()?;
+        }
         host::chmod(&self.dir, 0o711)?;
         host::chmod(&base, 0o711)?;
         for dir in [&work, &home] {
@@ -140,6 +146,22 @@ impl AnalysisCommand {
                 tail(&err)
             ))),
         }
+    }
+
+    /// Lets the command's user pass through Eagle's directories from the
+    /// data directory down to the analyses' (not list them).
+    fn passable(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        for dir in self.dir.ancestors() {
+            if !dir.starts_with(&self.data_dir) {
+                break;
+            }
+            let meta = std::fs::metadata(dir)?;
+            if meta.uid() == host::euid() {
+                host::chmod(dir, (meta.permissions().mode() & 0o7777) | 0o011)?;
+            }
+        }
+        Ok(())
     }
 
     fn argv(&self, work: &Path) -> Vec<String> {
