@@ -103,7 +103,7 @@ pub enum Command {
     /// approved, merge_pr escalated, then [DONE: pr_ready]); the shell uses it
     /// when no worker command is configured.
     DemoWorker {
-        /// The prompt (the demo only reads whether it is a resume).
+        /// The prompt (the demo only reads whether it is a resume); default: stdin.
         prompt: Option<String>,
     },
     /// (Internal) starts a worker and records its exit status for the runner.
@@ -241,7 +241,16 @@ pub fn run_worker_side(cli: Cli, env: BTreeMap<String, String>) -> ExitCode {
             code
         }
         Command::DemoWorker { prompt } => {
-            crate::worker::demo(&env, prompt.as_deref().unwrap_or_default())
+            // The runner hands the prompt over on stdin.
+            let prompt = prompt.unwrap_or_else(|| {
+                let mut text = String::new();
+                let _ = std::io::Read::read_to_string(
+                    &mut std::io::Read::take(std::io::stdin().lock(), 1 << 20),
+                    &mut text,
+                );
+                text
+            });
+            crate::worker::demo(&env, &prompt)
         }
         Command::WorkerShim { probe: true, .. } => match crate::sandbox::probe_here() {
             Ok(what) => {
@@ -281,6 +290,24 @@ fn harden() {
     }
 }
 
+/// A zuliprc holds a bot's key: whatever its mode, Eagle keeps it private
+/// to its own user before anything (a worker of another user) starts.
+fn keep_zuliprc_private(profile: &Profile) {
+    match crate::host::make_private(&profile.zuliprc) {
+        Ok(None) => {}
+        Ok(Some(mode)) => tracing::warn!(
+            path = %profile.zuliprc.display(),
+            mode = format!("{mode:o}"),
+            "the zuliprc was readable by other users: it is private to Eagle's user now (600)"
+        ),
+        Err(error) => tracing::warn!(
+            %error,
+            path = %profile.zuliprc.display(),
+            "cannot make the zuliprc private"
+        ),
+    }
+}
+
 /// What `main` read of the process, once: nothing else reads the
 /// environment.
 #[derive(Debug, Clone, Default)]
@@ -309,6 +336,9 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
     if cli.command.is_worker_side() {
         return Ok(run_worker_side(cli, process.env));
     }
+    // Whichever command runs first may create the data directory, the
+    // database or a profile: each is private to Eagle's user from the start.
+    crate::host::private_umask();
     // Plugins are compiled by a short-lived `eagle` of their own: the
     // compiler's memory never stays with the long-running process.
     if let Some(exe) = &process.exe {
@@ -330,6 +360,10 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
                 None
             };
             harden();
+            keep_zuliprc_private(&profile);
+            if let Some(executor) = &executor {
+                keep_zuliprc_private(executor);
+            }
             let store = open_store(&profile).await?;
             let options = crate::shell::ShellOptions {
                 topic,
@@ -387,6 +421,7 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
                 );
             }
             harden();
+            keep_zuliprc_private(&profile);
             let store = open_store(&profile).await?;
             let shutdown = tokio_util::sync::CancellationToken::new();
             spawn_signal_handler(shutdown.clone())?;

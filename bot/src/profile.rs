@@ -282,6 +282,9 @@ pub struct RunnerSettings {
     pub max_workers: i64,
     /// Failed attempts before a run is held for its owner.
     pub max_attempts: i64,
+    /// Attempts that end waiting for decisions before a run is held for
+    /// its owner (a worker is not resumed for ever).
+    pub max_waits: i64,
     /// The most a run may cost (as the worker reports it), in USD.
     pub max_cost_usd: Option<f64>,
     /// Requests one attempt may make before it is stopped as flooding.

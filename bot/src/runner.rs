@@ -44,7 +44,7 @@ use crate::profile::{Profile, RunnerSettings, WorkerCommand, WorkerKind};
 use crate::store::{ClaimLimits, RUNNER_PRESENCE_PREFIX as PRESENCE_PREFIX, Store};
 
 pub use prompts::{PromptKind, Prompts};
-pub(crate) use spawn::fill;
+pub(crate) use spawn::{fill_argv, prompt_input};
 
 /// How often the runner looks for work when nothing wakes it.
 const PERIODIC: Duration = Duration::from_secs(5);
@@ -185,14 +185,19 @@ pub const NO_WORKER_COMMAND: &str = "no worker command: set runner.worker_comman
      (e.g. worker_command = \"claude -p {prompt} --output-format stream-json --verbose\"), \
      or EAGLE_RUNNER__WORKER_COMMAND";
 
+/// What Eagle says when it would start workers as root.
+pub const WORKERS_AS_ROOT: &str = "workers would run as root (Eagle runs as root and runner.worker_user is \
+     unset or root): set runner.worker_user to a user of their own (useradd --system --create-home \
+     --shell /usr/sbin/nologin eagle-worker; README.md, \"Isolation\")";
+
 impl Runner {
     /// Sets a runner up from the executor profile: the worker command, the
     /// prompts, the worker user, the directories. Fails with what to fix.
     pub fn new(profile: &Profile, store: Store, options: RunnerOptions) -> anyhow::Result<Runner> {
         let exe = options.exe;
-        let command = match (&profile.runner.worker_command, options.demo_if_unset) {
-            (Some(command), _) => command.clone(),
-            (None, true) => demo_command(&exe),
+        let (command, demo) = match (&profile.runner.worker_command, options.demo_if_unset) {
+            (Some(command), _) => (command.clone(), false),
+            (None, true) => (demo_command(&exe), true),
             (None, false) => anyhow::bail!("profile {}: {NO_WORKER_COMMAND}", profile.name),
         };
         let prompts = Prompts::load(profile.runner.prompts_dir.as_deref())
@@ -223,6 +228,11 @@ impl Runner {
                 }
             }
         };
+        // The built-in demo worker is Eagle's own code; anything else is
+        // driven by untrusted text and never runs as root.
+        if worker_user.is_none() && host::euid() == 0 && !demo {
+            anyhow::bail!("profile {}: {WORKERS_AS_ROOT}", profile.name);
+        }
         let sandbox = confinement(profile, &exe, worker_user.as_ref())?;
         let shared = Shared {
             sandbox,

@@ -16,6 +16,7 @@ mod github;
 mod hardening;
 mod policy;
 mod prloop;
+mod promises;
 mod prstore;
 mod runs;
 mod sandbox;

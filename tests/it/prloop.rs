@@ -12,19 +12,19 @@ use crate::executor::{fake_worker_command, wait_for};
 use crate::support::{Db, Home, TestDb};
 use crate::zulip::{Realm, Running, WAIT};
 
-const REPO: &str = "acme/app";
-const SHA1: &str = "1111111111111111111111111111111111111111";
+pub(crate) const REPO: &str = "acme/app";
+pub(crate) const SHA1: &str = "1111111111111111111111111111111111111111";
 const SHA2: &str = "2222222222222222222222222222222222222222";
 const UI_TESTS: &str = "macOS UI Tests";
 
 /// A fake GitHub with `acme/app`, its CI workflow, and the token both
 /// profiles use.
-struct Hub {
-    fake: FakeGitHub,
-    token: String,
+pub(crate) struct Hub {
+    pub(crate) fake: FakeGitHub,
+    pub(crate) token: String,
 }
 
-async fn hub() -> Hub {
+pub(crate) async fn hub() -> Hub {
     let fake = FakeGitHub::start().await;
     let token = fake.create_token("eagle-bot");
     fake.add_repo(REPO, RepoSpec::default());
@@ -34,13 +34,13 @@ async fn hub() -> Hub {
 
 impl Hub {
     /// A draft PR by the workers' account, at SHA1.
-    fn open_draft(&self, branch: &str) -> u64 {
+    pub(crate) fn open_draft(&self, branch: &str) -> u64 {
         let mut spec = PrSpec::new("executor-bot", branch, SHA1);
         spec.draft = true;
         self.fake.open_pr(REPO, spec)
     }
 
-    fn check(&self, sha: &str, status: &str, conclusion: Option<&str>) {
+    pub(crate) fn check(&self, sha: &str, status: &str, conclusion: Option<&str>) {
         self.fake
             .add_check_run(REPO, CheckRunSpec::new(UI_TESTS, sha, status, conclusion));
     }
@@ -62,7 +62,7 @@ fn with_github(home: &mut Home, hub: &Hub) {
         .set("EAGLE_GITHUB__BOT_LOGINS", "executor-bot,eagle-bot");
 }
 
-async fn start(
+pub(crate) async fn start(
     realm: &Realm,
     hub: &Hub,
     db: &TestDb,
@@ -83,7 +83,7 @@ async fn start(
 }
 
 /// Alex queues a task and approves it (`!go 1`) in #general.
-async fn queue_and_go(realm: &Realm, title: &str) {
+pub(crate) async fn queue_and_go(realm: &Realm, title: &str) {
     realm
         .fake
         .post(realm.alex, "general", "tabs", &format!("!queue {title}"));
@@ -100,7 +100,7 @@ async fn run_of(store: &Store, id: i64) -> eagle::store::Run {
 
 /// Waits for a post from `sender` in run 1's topic containing `needle`,
 /// after the first `skip` of its posts there.
-async fn wait_run_post(realm: &Realm, sender: u64, needle: &str) -> String {
+pub(crate) async fn wait_run_post(realm: &Realm, sender: u64, needle: &str) -> String {
     let wanted = needle.to_string();
     let ok = realm
         .fake

@@ -140,6 +140,21 @@ fn integration_checks(profile: &Profile) -> Vec<(crate::runner::Severity, String
                     human(profile.analyzer.hard_timeout)
                 ),
             )),
+            None => {}
+        }
+        let as_root = crate::host::euid() == 0
+            && match profile.analyzer.worker_user.as_deref() {
+                None => true,
+                Some(name) => crate::host::lookup_user(name)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|u| u.uid == 0),
+            };
+        match &profile.analyzer.command {
+            Some(_) if as_root => {
+                out.push((Severity::Fail, crate::analyzer::ANALYSIS_AS_ROOT.into()))
+            }
+            Some(_) => {}
             None => out.push((
                 Severity::Ok,
                 "analyzer: filters only (no analysis command): kept tasks go to for_review".into(),

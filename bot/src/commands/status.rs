@@ -474,11 +474,33 @@ pub(super) async fn run_status(
     Ok(CommandReply::ok(out.trim_end().to_string()))
 }
 
+/// The task `!why` is asked about, directly or through its run or request.
+async fn task_of_target(tx: &mut Tx, target: WhyTarget) -> Result<Option<Task>, StoreError> {
+    let run_id = match target {
+        WhyTarget::Task(id) => return tx.task(id).await,
+        WhyTarget::Run(id) => Some(id),
+        WhyTarget::Request(id) => tx.request(id).await?.map(|r| r.run_id),
+    };
+    let Some(run) = (match run_id {
+        Some(id) => tx.run(id).await?,
+        None => None,
+    }) else {
+        return Ok(None);
+    };
+    tx.task_by_gid(&run.task_gid).await
+}
+
 pub(super) async fn why(
     tx: &mut Tx,
-    _message: &InboundMessage,
+    message: &InboundMessage,
+    approver: bool,
     target: WhyTarget,
 ) -> Result<CommandReply, StoreError> {
+    // A private task's trail quotes its text (skip reasons, the analysis,
+    // requests): shown only where `!status` would show the task.
+    let hidden = task_of_target(tx, target)
+        .await?
+        .is_some_and(|task| !visible(&task, message, approver));
     let subject = target.subject();
     let mut entries = tx.audit_trail(&subject).await?;
     if let WhyTarget::Run(run) = target {
@@ -495,6 +517,9 @@ pub(super) async fn why(
         )));
     }
     let mut out = format!("**Audit trail of {}**:\n", subject.replace(':', " "));
+    if hidden {
+        out.push_str("(a private task: what it says, and why, is shown only where it was asked)\n");
+    }
     let total = entries.len();
     let skip = total.saturating_sub(40);
     if skip > 0 {
@@ -526,7 +551,7 @@ pub(super) async fn why(
                 echo(&one_line(version, 32))
             ));
         }
-        if let Some(reason) = &entry.reason {
+        if let Some(reason) = entry.reason.as_ref().filter(|_| !hidden) {
             out.push_str(&format!(": {}", echo(&one_line(reason, 300))));
         }
         out.push('\n');

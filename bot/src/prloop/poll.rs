@@ -107,6 +107,9 @@ impl PrLoop {
             settings: &watcher.settings,
             now,
         });
+        if let Step::NotItsPr { status } = &step {
+            return self.not_its_pr(run, number, status).await;
+        }
         let head = view.pull.head_sha.as_str();
         let mut triggered = None;
         if let Step::TriggerCi { how, status } = &step {
@@ -151,6 +154,7 @@ impl PrLoop {
             Step::Work { work, status, new } => (status.clone(), Some(*work), *new),
             Step::Merged => ("merged".to_string(), None, false),
             Step::Closed => ("closed without merging".to_string(), None, false),
+            Step::NotItsPr { status } => (status.clone(), None, false),
         };
         let mut tx = self.store.begin_write().await?;
         let Some(polled) = tx
@@ -402,6 +406,38 @@ impl PrLoop {
             }
         }
         tx.commit().await?;
+        Ok(())
+    }
+}
+
+impl PrLoop {
+    /// The worker named a PR that is not its run's: the run is held for its
+    /// owner (once), and nothing of that PR (its head, its state) is
+    /// recorded as the run's, so a `!retry` finds it not the run's again.
+    async fn not_its_pr(&self, run: &Run, number: i64, status: &str) -> Result<(), PollError> {
+        if run.held {
+            self.store.set_pr_status(run.id, status).await?;
+            return Ok(());
+        }
+        let owner = self.owner_label(run).await;
+        let mut tx = self.store.begin_write().await?;
+        tx.set_held(run.id, true, ACTOR, status, false).await?;
+        tx.set_waiting_on(run.id, Some(&owner), None).await?;
+        tx.insert_notice(run.id, "pr_held", &format!("PR #{number}: {status}"))
+            .await?;
+        self.poster
+            .post(
+                &mut tx,
+                &run.topic(),
+                &format!(
+                    "[STATUS: held] run:{} PR #{number}: {}",
+                    run.id,
+                    quote(status)
+                ),
+            )
+            .await?;
+        tx.commit().await?;
+        self.store.set_pr_status(run.id, status).await?;
         Ok(())
     }
 }

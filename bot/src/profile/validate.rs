@@ -397,6 +397,14 @@ fn runner_settings(
             format!("{max_attempts} is outside 1..=100"),
         ));
     }
+    let max_waits = raw.max_waits.unwrap_or(20);
+    if !(1..=1000).contains(&max_waits) {
+        return Err(origins.error(
+            "runner.max_waits",
+            None,
+            format!("{max_waits} is outside 1..=1000"),
+        ));
+    }
     if let Some(cost) = raw.max_cost_usd
         && !(cost.is_finite() && cost > 0.0)
     {
@@ -505,6 +513,7 @@ fn runner_settings(
         worker_command,
         max_workers,
         max_attempts,
+        max_waits,
         max_cost_usd: raw.max_cost_usd,
         max_requests: max_requests as usize,
         worker_user,
@@ -565,6 +574,12 @@ pub fn worker_command(text: &str, kind: Option<&str>) -> Result<WorkerCommand, S
                         .map(|p| format!("{{{p}}}"))
                         .collect::<Vec<_>>()
                         .join(", ")
+                ));
+            }
+            if name == "prompt" && word != "{prompt}" {
+                return Err(format!(
+                    "{word:?}: {{prompt}} must be a word of its own (the prompt is handed to the \
+                     program on its standard input, never on its command line)"
                 ));
             }
             has_prompt |= name == "prompt";

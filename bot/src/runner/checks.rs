@@ -28,6 +28,10 @@ pub fn checks(profile: &Profile) -> Vec<(Severity, String)> {
             None => out.push((Severity::Fail, NO_WORKER_COMMAND.to_string())),
         }
         match profile.runner.worker_user.as_deref().map(host::lookup_user) {
+            None if host::euid() == 0 => out.push((Severity::Fail, super::WORKERS_AS_ROOT.into())),
+            Some(Ok(Some(user))) if user.uid == 0 && host::euid() == 0 => {
+                out.push((Severity::Fail, super::WORKERS_AS_ROOT.into()))
+            }
             None => out.push((
                 Severity::Warn,
                 "workers run as Eagle's own user: a worker could read what Eagle reads (the \

@@ -26,6 +26,11 @@ use crate::store::{Fence, NewRequest, Request, RequestStatus, RequestVia, StoreE
 const MAX_BODY_CHARS: usize = 2_000;
 /// How long a worker has to send its question once connected.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections one attempt's socket serves at once; one over it is closed
+/// at once (`eagle request` and the hook reconnect, so a burst only waits).
+/// With [`MAX_LINE`] per question, what a worker can make the runner hold
+/// is bounded.
+pub(super) const MAX_CONNECTIONS: usize = 32;
 
 /// What the socket of one attempt knows.
 #[derive(Debug)]
@@ -72,6 +77,10 @@ pub(super) async fn serve(
         tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
+                Ok((stream, _)) if connections.len() >= MAX_CONNECTIONS => {
+                    tracing::debug!(run = ctx.fence.run, "the run's socket is busy; a connection is closed");
+                    drop(stream);
+                }
                 Ok((stream, _)) => {
                     let ctx = Arc::clone(&ctx);
                     connections.spawn(async move { handle(stream, &ctx).await });

@@ -20,6 +20,10 @@ use crate::store::{Control, RunState, StoreError};
 
 /// How often the log is read and the watchdogs are checked.
 const TICK: Duration = Duration::from_millis(200);
+/// The most of a work log read and held at once (in lines not yet
+/// recorded): a worker that writes faster is read on at the next tick,
+/// never held whole in memory.
+pub(super) const MAX_UNPROCESSED_BYTES: usize = 8 << 20;
 /// Between SIGTERM and SIGKILL when a worker is killed.
 pub(super) const KILL_GRACE: Duration = Duration::from_secs(5);
 
@@ -272,6 +276,9 @@ impl Worker {
     /// Reads what the worker wrote and records it.
     pub(super) async fn read_log(&mut self) {
         loop {
+            if self.unprocessed_bytes() >= MAX_UNPROCESSED_BYTES {
+                break;
+            }
             match self.reader.read_new() {
                 Ok((lines, grew)) => {
                     if grew {
@@ -305,6 +312,23 @@ impl Worker {
                 tracing::warn!(%error, run = self.fence.run, "cannot record the worker's output; retrying")
             }
         }
+    }
+
+    /// Reads and records the whole rest of the log, a bounded batch at a
+    /// time (the worker has ended: its last lines decide its end).
+    pub(super) async fn read_rest_of_log(&mut self) {
+        loop {
+            let before = self.reader.offset();
+            self.read_log().await;
+            if self.reader.offset() == before || !self.unprocessed.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// What the lines read and not yet recorded hold.
+    fn unprocessed_bytes(&self) -> usize {
+        self.unprocessed.iter().map(|l| l.text.len()).sum()
     }
 
     /// Posts the newest status line, at most once per `status_interval`

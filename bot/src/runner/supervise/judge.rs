@@ -35,7 +35,7 @@ impl Worker {
         if self.ending == Some(Ending::LostClaim) {
             return;
         }
-        self.read_log().await;
+        self.read_rest_of_log().await;
         self.flush_status(true).await;
         let (end, text) = match self.judge(&exit).await {
             Ok(judged) => judged,
@@ -100,11 +100,28 @@ impl Worker {
                     reason: reason.clone(),
                     owner: owner.clone(),
                 },
-                format!(
-                    "[STATUS: held] run:{run_id} cost cap reached ({reason}); held for {owner}"
-                ),
+                cost_cap_text(run_id, reason, &owner),
             ));
         }
+        // An attempt that stops to wait counts: past `max_waits` the run is
+        // held for its owner instead of being resumed once more.
+        let waits = run.as_ref().map_or(0, |r| r.waits) + 1;
+        let max_waits = self.shared.settings.max_waits;
+        let waiting = |text: String| {
+            if waits < max_waits {
+                return (RunEnd::Waiting, text);
+            }
+            let reason =
+                format!("{waits} attempts stopped to wait for decisions (runner.max_waits)");
+            let text = format!("[STATUS: held] run:{run_id} {reason}; held for {shown_owner}");
+            (
+                RunEnd::WaitedTooOften {
+                    reason,
+                    owner: owner.clone(),
+                },
+                text,
+            )
+        };
         let in_pr = run.as_ref().is_some_and(|r| r.state == RunState::Pr);
         let (done, done_body) = match &self.done {
             Some((action, body)) => (Some(action.as_str()), body.as_str()),
@@ -197,21 +214,27 @@ impl Worker {
         if !open.is_empty() {
             let list =
                 crate::store::requests_summary(&open.into_iter().cloned().collect::<Vec<_>>());
-            return Ok((
-                RunEnd::Waiting,
-                format!("[STATUS: waiting] run:{run_id} the worker stopped to wait for: {list}"),
-            ));
+            return Ok(waiting(format!(
+                "[STATUS: waiting] run:{run_id} the worker stopped to wait for: {list}"
+            )));
         }
         if requests.iter().any(unlearnt) {
-            return Ok((
-                RunEnd::Waiting,
-                format!(
-                    "[STATUS: resuming] run:{run_id} the worker is resumed with Eagle's answers"
-                ),
-            ));
+            return Ok(waiting(format!(
+                "[STATUS: resuming] run:{run_id} the worker is resumed with Eagle's answers"
+            )));
         }
         Ok(failed("it stopped without reporting [DONE: …]".into()))
     }
+}
+
+/// The post of a run held at its cost cap: the owner named with mentions
+/// inert (the notice that follows is the one that pings).
+fn cost_cap_text(run_id: i64, reason: &str, owner: &str) -> String {
+    format!(
+        "[STATUS: held] run:{run_id} cost cap reached ({}); held for {}",
+        quote(reason),
+        quote(owner)
+    )
 }
 
 /// Records a start that failed for `reason` as a failed attempt.
@@ -402,5 +425,12 @@ mod tests {
         );
         std::fs::write(&path, "signal 9\n").unwrap();
         assert_eq!(read_exit(&path).limit_hit(), None);
+    }
+
+    #[test]
+    fn the_cost_cap_post_pings_nobody() {
+        let text = cost_cap_text(4, "$10.00 spent of a $10.00 cap", "@**all** @_**Alex|7**");
+        assert!(!text.contains("@**"), "{text}");
+        assert!(text.contains("held for @\u{200B}**all**"), "{text}");
     }
 }

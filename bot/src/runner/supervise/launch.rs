@@ -42,7 +42,7 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         .collect();
     let kind = prompt_kind(claim);
     let dir = spawn::prepare_run(shared, run, task.as_ref()).await?;
-    let session = session(shared, run, kind, &dir);
+    let session = session(shared, run, kind, &dir)?;
     if shared.command.kind == WorkerKind::Claude {
         let settings = spawn::claude_settings(shared);
         let path = dir.eagle.join("settings.json");
@@ -58,9 +58,9 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         .unwrap_or_else(|| format!("eagle/run-{}", run.id));
     let values = prompt_values(run, task.as_ref(), fence, &dir, &branch, &undelivered);
     let prompt = shared.prompts.render(kind, &values);
-    let token = spawn::new_token();
+    let token = spawn::new_token()?;
     let token_sha256 = crate::policy::content_hash(token.as_bytes());
-    let socket_path = dir.socket_path(shared, run.id, fence.attempt);
+    let socket_path = dir.socket_path(shared, run.id, fence.attempt)?;
     let listener = socket::bind(&socket_path, shared)?;
     let egress = crate::egress::bind(
         &spawn::egress_socket_path(&socket_path),
@@ -96,6 +96,11 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         &exit_path,
         deadline,
         sandbox.as_deref(),
+        spawn::prompt_input(
+            &dir.eagle,
+            &format!("prompt-{}", fence.attempt),
+            &launch.prompt,
+        )?,
     )?;
     let mirror = WorkerMirror {
         pid: i64::from(started.pid),
@@ -224,13 +229,21 @@ fn prompt_kind(claim: &Claim) -> PromptKind {
 /// Claude Code's session and whether it is resumed: the run's own when its
 /// transcript is kept (never for a new investigation), else a new one.
 /// `None` for other workers.
-fn session(shared: &Shared, run: &Run, kind: PromptKind, dir: &RunDir) -> Option<(String, bool)> {
-    (shared.command.kind == WorkerKind::Claude).then(|| match run.worker_session_id.as_deref() {
+fn session(
+    shared: &Shared,
+    run: &Run,
+    kind: PromptKind,
+    dir: &RunDir,
+) -> std::io::Result<Option<(String, bool)>> {
+    if shared.command.kind != WorkerKind::Claude {
+        return Ok(None);
+    }
+    Ok(Some(match run.worker_session_id.as_deref() {
         Some(s) if kind != PromptKind::Investigation && transcript_exists(dir, s) => {
             (s.to_string(), true)
         }
-        _ => (spawn::new_uuid(), false),
-    })
+        _ => (spawn::new_uuid()?, false),
+    }))
 }
 
 /// Whether Claude Code kept a transcript of this session (so it can be resumed).
