@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # A worker for the effects tests: it pushes with git and opens, comments on
 # and merges its PR with gh, holding no token (Eagle carries each out). Its
-# prompt is $1; "mode:<name>" picks what it does, "out:<file>" is where it
+# prompt is on stdin ($1 when run by hand); "mode:<name>" picks what it does, "out:<file>" is where it
 # notes what happened, one line each.
 set -u
-prompt="${1:-}"
+if [ $# -ge 1 ]; then prompt="$1"; else prompt="$(cat)"; fi
 run="${EAGLE_RUN_ID:-?}"
 word() { printf '%s' "$prompt" | grep -o "$1:[^ ]*" | head -n 1 | cut -d: -f2-; }
 out="$(word out)"

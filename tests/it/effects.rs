@@ -93,6 +93,14 @@ fn head_of(remote: &Path, branch: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// A scratch directory the test's worker user (not root) can use too: the
+/// remote it clones and the notes it writes are there.
+fn shared_tempdir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    eagle::host::chmod(dir.path(), 0o777).unwrap();
+    dir
+}
+
 fn worker_command() -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/effects-worker.sh");
     format!("bash {} {{prompt}}", script.display())
@@ -165,7 +173,7 @@ async fn git_push_lands_on_the_runs_branch_pushed_by_eagle_on_postgres() {
 
 async fn git_push_lands_on_the_runs_branch(db: Db) {
     let db = TestDb::new(db).await;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = shared_tempdir();
     let (remote, main, _) = remote(dir.path());
     let home = home(&db, &remote);
     let out = dir.path().join("notes");
@@ -234,7 +242,7 @@ async fn git_push_lands_on_the_runs_branch(db: Db) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eagle_opens_the_draft_pr_from_the_runs_branch_with_the_exact_text() {
     let db = TestDb::new(Db::Sqlite).await;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = shared_tempdir();
     let (remote, _, fix) = remote(dir.path());
     let mut home = home(&db, &remote);
     let fake = github(&mut home).await;
@@ -302,7 +310,7 @@ async fn an_approved_comment_is_posted_once_also_across_a_kill_9_on_postgres() {
 async fn comment_posted_once(db: Db) {
     use std::io::Write as _;
     let db = TestDb::new(db).await;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = shared_tempdir();
     let (remote, _, fix) = remote(dir.path());
     let mut home = home(&db, &remote);
     let fake = github(&mut home).await;
@@ -413,7 +421,7 @@ fn merges(fake: &FakeGitHub) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eagle_merges_only_at_the_approved_sha_with_checks_and_review_green_there() {
     let db = TestDb::new(Db::Sqlite).await;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = shared_tempdir();
     let (home, fake, store, request, fix) = asked_to_merge(dir.path(), &db).await;
     fake.add_check_run(
         REPO,
@@ -441,7 +449,7 @@ async fn eagle_merges_only_at_the_approved_sha_with_checks_and_review_green_ther
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_merge_without_green_checks_or_review_at_the_sha_is_refused_and_the_owner_told() {
     let db = TestDb::new(Db::Sqlite).await;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = shared_tempdir();
     let (home, fake, store, request, fix) = asked_to_merge(dir.path(), &db).await;
     // Checks green, but the only approval is of another commit, and
     // someone asked for changes.
@@ -472,7 +480,7 @@ async fn a_merge_without_green_checks_or_review_at_the_sha_is_refused_and_the_ow
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_merge_of_a_pr_that_is_not_the_runs_is_refused() {
     let db = TestDb::new(Db::Sqlite).await;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = shared_tempdir();
     let (remote, _, fix) = remote(dir.path());
     let mut home = home(&db, &remote);
     let fake = github(&mut home).await;

@@ -10,7 +10,7 @@
 # places to try (`db:`, `zuliprc:`, `profile:`, `data:`, `other:`,
 # `other_sock:`, `outside:`, `port:`, `uport:`, `abstract:`, `eagle_pid:`).
 
-prompt="$1"
+if [ $# -ge 1 ]; then prompt="$1"; else prompt="$(cat)"; fi
 run="${EAGLE_RUN_ID:-?}"
 py=/usr/bin/python3
 word() { printf '%s\n' "$prompt" | tr ' ' '\n' | sed -n "s/^$1://p" | head -n1; }
