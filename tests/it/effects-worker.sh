@@ -10,6 +10,9 @@ word() { printf '%s' "$prompt" | grep -o "$1:[^ ]*" | head -n 1 | cut -d: -f2-; 
 out="$(word out)"
 note() { printf '%s\n' "$*" >> "$out"; }
 say() { printf '%s\n' "$*"; }
+# The remote is a path owned by the test (root), not the worker's user.
+printf '[safe]\n\tdirectory = *\n' > "${TMPDIR:-/tmp}/worker.gitconfig"
+export GIT_CONFIG_GLOBAL="${TMPDIR:-/tmp}/worker.gitconfig"
 export GIT_AUTHOR_NAME=Worker GIT_AUTHOR_EMAIL=worker@example.com
 export GIT_COMMITTER_NAME=Worker GIT_COMMITTER_EMAIL=worker@example.com
 branch="eagle/run-$run"

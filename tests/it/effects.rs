@@ -72,6 +72,15 @@ fn remote(dir: &Path) -> (PathBuf, String, String) {
         &scratch,
         &["push", "-q", url, &format!("{fix}:refs/prepared/fix")],
     );
+    // "Someone else" (the worker script, straight to the path, standing in
+    // for another person's push) may write to it, as the worker's user.
+    git(&remote, &["config", "core.sharedRepository", "0777"]);
+    let opened = Command::new("chmod")
+        .args(["-R", "a+rwX"])
+        .arg(&remote)
+        .status()
+        .unwrap();
+    assert!(opened.success());
     (remote, main, fix)
 }
 
@@ -184,7 +193,7 @@ async fn git_push_lands_on_the_runs_branch(db: Db) {
     let notes = notes(&out);
     let get = |key: &str| note(&notes, key).to_string();
     // The checkout pushes through Eagle; its git push reached the branch.
-    assert_eq!(get("pushurl"), "eagle::origin");
+    assert_eq!(get("pushurl"), "eagle::origin", "{notes:#?}");
     assert_eq!(get("push-a"), "ok", "{notes:#?}");
     // Another ref, a tag, a delete: refused, nothing there.
     assert_eq!(get("push-main"), "refused");

