@@ -14,6 +14,7 @@ pub mod cli;
 pub mod commands;
 pub mod daemon;
 pub mod decisions;
+pub mod effect;
 pub mod github;
 pub mod host;
 pub mod intake;

@@ -15,6 +15,7 @@ mod hardening;
 mod policy;
 mod prloop;
 mod prstore;
+mod requests;
 mod runs;
 mod store;
 mod support;
