@@ -14,7 +14,7 @@ use std::time::Duration;
 use eagle::store::{RequestStatus, Store};
 
 use crate::executor::{fake_worker_command, home_store};
-use crate::support::child::{CHILD_DEADLINE, WAIT, exit_within};
+use crate::support::{CHILD_DEADLINE, WAIT, exit_within};
 use crate::support::{Db, Home, TestDb, eagle_bin, text};
 use crate::zulip::Realm;
 
