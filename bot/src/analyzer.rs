@@ -140,6 +140,11 @@ pub struct Analyzer {
     pub last_pass: PassSummary,
 }
 
+/// What Eagle says when it would run the analysis command as root.
+pub const ANALYSIS_AS_ROOT: &str = "the analysis command would run as root (Eagle runs as root and \
+     analyzer.worker_user is unset or root): set analyzer.worker_user to a user of its own \
+     (useradd --system --create-home --shell /usr/sbin/nologin eagle-worker; README.md, \"Isolation\")";
+
 impl Analyzer {
     /// The analyzer of `profile`, posting under `poster`'s identity; `exe`
     /// is the `eagle` binary that runs the analysis command's shim.
@@ -166,12 +171,34 @@ impl Analyzer {
                         )
                     })?),
                 };
+                // Task text is untrusted: its command never runs as root.
+                if crate::host::euid() == 0 && user.as_ref().is_none_or(|u| u.uid == 0) {
+                    anyhow::bail!("profile {}: {ANALYSIS_AS_ROOT}", profile.name);
+                }
+                let sandbox = match crate::sandbox::limits_of(profile) {
+                    None => {
+                        tracing::warn!(profile = %profile.name, "the analysis command runs UNCONFINED: [runner.sandbox] mode = \"off\"");
+                        None
+                    }
+                    Some(limits) => {
+                        crate::sandbox::probe(exe, user.as_ref()).map_err(|why| {
+                            anyhow::anyhow!(
+                                "profile {}: the analysis command cannot be confined on this host ({why}); \
+                                 Eagle does not run it unconfined unless [runner.sandbox] says mode = \"off\"",
+                                profile.name
+                            )
+                        })?;
+                        Some(crate::sandbox::Confinement::of(profile, limits))
+                    }
+                };
                 Some(Arc::new(AnalysisCommand {
+                    sandbox,
                     command: command.clone(),
                     settings: settings.clone(),
                     exe: exe.to_path_buf(),
                     dir: profile.state_dir().join("analysis"),
                     user,
+                    data_dir: profile.data_dir.clone(),
                 }))
             }
         };

@@ -1,11 +1,19 @@
 //! What Eagle carries out itself once a request is approved, so that no
-//! worker needs a token that could merge or write to Asana:
+//! worker holds a token (the request's body is the effect's exact
+//! parameters, [`crate::effect::Effect`]):
 //!
-//! * `merge_pr`: the PR is merged with `PUT …/pulls/{n}/merge` bound to the
-//!   head the request was made for (a push since gives GitHub's 409, never
-//!   a merge of unseen code);
-//! * `post_asana_comment`: the request's words are posted on the run's
-//!   Asana task, with a marker that is looked for before every POST.
+//! * `push_branch` ([`push`]): carried out by the runner, on the host of the
+//!   worker's checkout, from a repository of Eagle's own;
+//! * `open_draft_pr` ([`pr`]): the run's draft PR from its branch to
+//!   `github.base`, with the approved title and body (a PR already open
+//!   from the branch is found first);
+//! * `comment_on_pr`, `reply_thread` ([`comment`]): the approved text,
+//!   once, with a marker that is looked for before every POST;
+//! * `merge_pr` ([`merge`]): only the run's own PR (its branch, its base),
+//!   at the approved head, with the required checks and the review green
+//!   at that head; merged with `PUT …/pulls/{n}/merge` bound to that sha;
+//! * `post_asana_comment` ([`asana`]): the approved words on the run's
+//!   Asana task, with a marker looked for before every POST.
 //!
 //! Each is done exactly once, also across a crash: the outcome is recorded
 //! with its post in one transaction, and before acting again Eagle looks
@@ -13,14 +21,21 @@
 //! carrier runs per deployment (a lease). A request that reused an earlier
 //! human approval (a resumed worker asking again) is not carried out twice.
 
+mod asana;
+mod comment;
+mod merge;
+mod pr;
+pub mod push;
+
 use std::time::Duration;
 
-use crate::asana::{Asana, CommentOutcome};
+use crate::asana::Asana;
 use crate::background::{BackgroundLoop, LeaseSpec, Next, Tick};
-use crate::github::{Error as GitHubError, GitHub, MergeMethod, MergeRefusal, MergeRequest};
+use crate::effect::Carried;
+use crate::github::GitHub;
 use crate::mirror::Poster;
 use crate::profile::GithubSettings;
-use crate::store::{PrLink, Request, Run, RunState, Store, StoreError, short_sha};
+use crate::store::{PrLink, RunState, Store, StoreError};
 use crate::text::{neutralize_mentions, one_line};
 
 const LEASE: &str = "carrier";
@@ -66,6 +81,8 @@ impl std::fmt::Debug for Carrier {
 enum Outcome {
     /// Done (or found done): recorded and posted.
     Done(String),
+    /// Done, with what the worker learns (the PR, the comment's address).
+    Carried(String, Carried),
     /// Cannot be done: recorded and posted, never tried again.
     Refused(String),
     /// Not now (GitHub still computing mergeability, a transient error):
@@ -147,10 +164,15 @@ impl Carrier {
             } else {
                 match request.action.as_str() {
                     "merge_pr" => self.merge(&request, &run).await,
+                    "open_draft_pr" => self.open_pr(&request, &run).await,
+                    "comment_on_pr" | "reply_thread" => {
+                        self.comment_on_github(&request, &run).await
+                    }
                     _ => self.comment(&request, &run).await,
                 }
             };
-            let (text, done) = match &outcome {
+            let found = Carried::default();
+            let (text, done_with) = match &outcome {
                 Outcome::Later(why) => {
                     let wait = self.try_later(request.id);
                     tracing::info!(
@@ -161,12 +183,29 @@ impl Carrier {
                     );
                     continue;
                 }
-                Outcome::Done(text) => (text.as_str(), true),
-                Outcome::Refused(text) => (text.as_str(), false),
+                Outcome::Done(text) => (text.as_str(), Some(&found)),
+                Outcome::Carried(text, carried) => (text.as_str(), Some(carried)),
+                Outcome::Refused(text) => (text.as_str(), None),
             };
+            let done = !matches!(outcome, Outcome::Refused(_));
             self.later.remove(&request.id);
             let mut tx = self.store.begin_write().await?;
             if tx.record_carried_out(request.id, text, done).await? {
+                if let Some(carried) = done_with {
+                    let json = serde_json::to_string(carried).unwrap_or_default();
+                    tx.record_carried_result(request.id, &json).await?;
+                }
+                if let (Outcome::Carried(_, carried), "open_draft_pr") =
+                    (&outcome, request.action.as_str())
+                    && let Some(number) = carried.pr_number
+                {
+                    let link = PrLink {
+                        number: number as i64,
+                        url: carried.url.clone(),
+                        repo: self.github.as_ref().map(|(_, s)| s.repo.to_string()),
+                    };
+                    tx.record_pr_link(run.id, &link).await?;
+                }
                 let line = format!(
                     "{} (run:{} req:{})",
                     neutralize_mentions(&one_line(text, 400)),
@@ -197,143 +236,5 @@ impl Carrier {
             .min(Duration::from_secs(300));
         later.insert(id, (tokio::time::Instant::now() + wait, tries + 1));
         wait
-    }
-
-    async fn merge(&self, request: &Request, run: &Run) -> Outcome {
-        let Some((client, settings)) = &self.github else {
-            return Outcome::Refused(
-                "Eagle did not merge: it has no [github] configured; merge the PR by hand".into(),
-            );
-        };
-        let number = run
-            .pr_number
-            .or_else(|| PrLink::find(&request.body).map(|l| l.number))
-            .filter(|n| *n > 0);
-        let Some(number) = number else {
-            return Outcome::Refused(format!("Eagle did not merge: run {} names no PR", run.id));
-        };
-        let Some(sha) = request.bound_sha.as_deref() else {
-            return Outcome::Refused(format!(
-                "Eagle did not merge PR #{number}: the request was made before Eagle saw the PR's head, \
-                 so the approval is of no particular commit; ask again once the run is in pr"
-            ));
-        };
-        // Only in the profile's repository, whatever a worker's line named.
-        if let Some(other) = run
-            .pr_repo
-            .as_deref()
-            .filter(|r| !settings.repo.is_named(r))
-        {
-            return Outcome::Refused(format!(
-                "Eagle did not merge: the run's PR is in {}, not in github.repo {}",
-                one_line(other, 100),
-                settings.repo
-            ));
-        }
-        let repo = settings.repo.clone();
-        let number = number as u64;
-        // Looked at first: a merge made before a crash is not made again,
-        // and a head that moved is refused without spending a merge.
-        let pull = match client.pull_request(&repo, number).await {
-            Ok(pull) => pull,
-            Err(error) => return classify(number, &error),
-        };
-        if pull.merged {
-            return Outcome::Done(format!("PR #{number} is merged"));
-        }
-        if pull.head_sha != sha {
-            return Outcome::Refused(format!(
-                "Eagle did not merge PR #{number}: its head moved from {} to {} since the request",
-                short_sha(sha),
-                short_sha(&pull.head_sha)
-            ));
-        }
-        if pull.mergeable.is_none() {
-            let waited = request
-                .decided_at
-                .map(|at| (crate::store::now() - at).to_std().unwrap_or_default())
-                .unwrap_or_default();
-            if waited < MERGEABLE_PATIENCE {
-                return Outcome::Later("GitHub has not computed whether it can be merged".into());
-            }
-        }
-        let method = match settings.merge_method.as_str() {
-            "merge" => MergeMethod::Merge,
-            "rebase" => MergeMethod::Rebase,
-            _ => MergeMethod::Squash,
-        };
-        match client
-            .merge(&repo, number, &MergeRequest::new(sha, method))
-            .await
-        {
-            Ok(merged) if merged.merged => {
-                Outcome::Done(format!("Eagle merged PR #{number} at {}", short_sha(sha)))
-            }
-            Ok(merged) => Outcome::Refused(format!(
-                "Eagle did not merge PR #{number}: GitHub says {}",
-                one_line(&merged.message, 200)
-            )),
-            Err(error) => classify(number, &error),
-        }
-    }
-
-    async fn comment(&self, request: &Request, run: &Run) -> Outcome {
-        let Some(asana) = &self.asana else {
-            return Outcome::Refused(
-                "Eagle did not post the Asana comment: it has no [asana] configured".into(),
-            );
-        };
-        let Some(task_gid) = run.task_gid.strip_prefix("asana:") else {
-            return Outcome::Refused(format!(
-                "Eagle did not post the Asana comment: the task of run {} did not come from Asana",
-                run.id
-            ));
-        };
-        let text = request.body.trim();
-        if text.is_empty() {
-            return Outcome::Refused(
-                "Eagle did not post the Asana comment: the request holds no text".into(),
-            );
-        }
-        let marker = format!("[eagle:run-{}-req-{}]", run.id, request.id);
-        match asana.post_comment_once(task_gid, &marker, text).await {
-            Ok(CommentOutcome::Posted { story_gid }) => Outcome::Done(format!(
-                "Eagle posted the approved comment on the Asana task (story {story_gid})"
-            )),
-            Ok(CommentOutcome::Found { story_gid }) => Outcome::Done(format!(
-                "The approved comment is on the Asana task (story {story_gid})"
-            )),
-            Err(error @ crate::asana::Error::RateLimited { .. }) => {
-                Outcome::Later(error.to_string())
-            }
-            Err(error) if error.is_ambiguous() => Outcome::Later(error.to_string()),
-            Err(error) => Outcome::Refused(format!(
-                "Eagle did not post the Asana comment: {}",
-                one_line(&error.to_string(), 300)
-            )),
-        }
-    }
-}
-
-/// A GitHub error while merging: transient ones wait for a later sweep;
-/// the rest are recorded.
-fn classify(number: u64, error: &GitHubError) -> Outcome {
-    match error {
-        GitHubError::MergeRefused {
-            reason: MergeRefusal::NotMergeable,
-            ..
-        } => Outcome::Refused(format!(
-            "Eagle did not merge PR #{number}: GitHub says it is not mergeable (a conflict?)"
-        )),
-        GitHubError::MergeRefused { reason, .. } => {
-            Outcome::Refused(format!("Eagle did not merge PR #{number}: {reason}"))
-        }
-        error if error.is_transient() || error.retry_after().is_some() => {
-            Outcome::Later(error.to_string())
-        }
-        error => Outcome::Refused(format!(
-            "Eagle did not merge PR #{number}: {}",
-            one_line(&error.to_string(), 300)
-        )),
     }
 }

@@ -92,7 +92,12 @@ pub enum Command {
         timeout: u64,
         /// The action: run_tests, create_worktree, push_branch, open_draft_pr, merge_pr, …
         action: String,
-        /// What exactly (the branch, the suite, the PR).
+        /// What exactly (the suite, the PR); for the effects Eagle carries
+        /// out, their options: push_branch [--sha <sha>], open_draft_pr
+        /// --title <t> --body-file <f>, comment_on_pr --body-file <f>,
+        /// reply_thread <id> --body-file <f>, merge_pr [--sha <sha>],
+        /// post_asana_comment --body-file <f>.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         details: Vec<String>,
     },
     /// (For workers) hooks of coding agents that route tool permissions through Eagle.
@@ -102,7 +107,7 @@ pub enum Command {
     /// approved, merge_pr escalated, then [DONE: pr_ready]); the shell uses it
     /// when no worker command is configured.
     DemoWorker {
-        /// The prompt (the demo only reads whether it is a resume).
+        /// The prompt (the demo only reads whether it is a resume); default: stdin.
         prompt: Option<String>,
     },
     /// (Internal) starts a worker and records its exit status for the runner.
@@ -114,6 +119,12 @@ pub enum Command {
         /// The run's rules, written into the working directory as AGENTS.md.
         #[arg(long)]
         rules: Option<PathBuf>,
+        /// Confine the worker as this sandbox spec (JSON, written by the runner) says.
+        #[arg(long)]
+        sandbox: Option<PathBuf>,
+        /// Only check that this kernel can confine workers, and say how.
+        #[arg(long)]
+        probe: bool,
         /// The worker's command line.
         #[arg(last = true, required = true)]
         argv: Vec<String>,
@@ -224,10 +235,10 @@ pub fn run_worker_side(cli: Cli, env: BTreeMap<String, String>) -> ExitCode {
             timeout,
             action,
             details,
-        } => crate::worker::request(
+        } => crate::worker::asks::request(
             &env,
             &action,
-            &details.join(" "),
+            &details,
             escalate,
             std::time::Duration::from_secs(timeout.max(1)),
         ),
@@ -241,16 +252,38 @@ pub fn run_worker_side(cli: Cli, env: BTreeMap<String, String>) -> ExitCode {
             code
         }
         Command::DemoWorker { prompt } => {
-            crate::worker::demo(&env, prompt.as_deref().unwrap_or_default())
+            // The runner hands the prompt over on stdin.
+            let prompt = prompt.unwrap_or_else(|| {
+                let mut text = String::new();
+                let _ = std::io::Read::read_to_string(
+                    &mut std::io::Read::take(std::io::stdin().lock(), 1 << 20),
+                    &mut text,
+                );
+                text
+            });
+            crate::worker::demo(&env, &prompt)
         }
+        Command::WorkerShim { probe: true, .. } => match crate::sandbox::probe_here() {
+            Ok(what) => {
+                println!("{what}");
+                ExitCode::SUCCESS
+            }
+            Err(why) => {
+                eprintln!("{why}");
+                ExitCode::from(1)
+            }
+        },
         Command::WorkerShim {
             deadline,
             rules,
+            sandbox,
             argv,
+            ..
         } => crate::worker::shim(
             &env,
             std::time::Duration::from_secs(deadline),
             rules.as_deref(),
+            sandbox.as_deref(),
             &argv,
         ),
         _ => ExitCode::from(2),
@@ -265,6 +298,24 @@ fn harden() {
     crate::host::private_umask();
     if let Err(error) = crate::host::make_non_dumpable() {
         tracing::warn!(%error, "cannot make the process non-dumpable");
+    }
+}
+
+/// A zuliprc holds a bot's key: whatever its mode, Eagle keeps it private
+/// to its own user before anything (a worker of another user) starts.
+fn keep_zuliprc_private(profile: &Profile) {
+    match crate::host::make_private(&profile.zuliprc) {
+        Ok(None) => {}
+        Ok(Some(mode)) => tracing::warn!(
+            path = %profile.zuliprc.display(),
+            mode = format!("{mode:o}"),
+            "the zuliprc was readable by other users: it is private to Eagle's user now (600)"
+        ),
+        Err(error) => tracing::warn!(
+            %error,
+            path = %profile.zuliprc.display(),
+            "cannot make the zuliprc private"
+        ),
     }
 }
 
@@ -296,6 +347,9 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
     if cli.command.is_worker_side() {
         return Ok(run_worker_side(cli, process.env));
     }
+    // Whichever command runs first may create the data directory, the
+    // database or a profile: each is private to Eagle's user from the start.
+    crate::host::private_umask();
     // Plugins are compiled by a short-lived `eagle` of their own: the
     // compiler's memory never stays with the long-running process.
     if let Some(exe) = &process.exe {
@@ -317,6 +371,10 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
                 None
             };
             harden();
+            keep_zuliprc_private(&profile);
+            if let Some(executor) = &executor {
+                keep_zuliprc_private(executor);
+            }
             let store = open_store(&profile).await?;
             let options = crate::shell::ShellOptions {
                 topic,
@@ -374,6 +432,7 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
                 );
             }
             harden();
+            keep_zuliprc_private(&profile);
             let store = open_store(&profile).await?;
             let shutdown = tokio_util::sync::CancellationToken::new();
             spawn_signal_handler(shutdown.clone())?;
@@ -407,7 +466,7 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
         }
         Command::Check(profile) => {
             let profile = load(dir, &profile.profile, env)?;
-            check::check(&profile, env).await
+            check::check(&profile, env, process.exe.as_deref()).await
         }
         Command::Policy(command) => policy::run(dir, command, env).await,
         Command::Import(profile) => {

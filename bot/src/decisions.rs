@@ -259,6 +259,11 @@ impl Decider {
                 ),
                 // Not a question: no mention.
                 "merge_expired" => format!("[EXPIRED: merge_pr] run:{} {what}", run.id),
+                "waits" => format!(
+                    "{owner}run {id} is held: {what}. `!retry {id}` lets it go on (as many \
+                     times again); `!cancel {id}` stops it.",
+                    id = run.id
+                ),
                 "cost_cap" => format!(
                     "{owner}run {id} is held: it reached its cost cap ({what}). \
                      `!retry {id}` allows it as much again; `!cancel {id}` stops it.",

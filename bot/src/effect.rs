@@ -1,227 +1,243 @@
-//! What an effect a worker asks for means, said in Eagle's words.
+//! The effects Eagle carries out for a worker, as the exact parameters a
+//! request names: the one place where a request's body is defined for
+//! `push_branch`, `open_draft_pr`, `comment_on_pr`, `reply_thread`,
+//! `merge_pr` and `post_asana_comment`.
 //!
-//! An approver decides on what Eagle will do, not on what the worker wrote
-//! about it: a merge is named by what Eagle's PR loop last saw of the run's
-//! PR (its number and title, branch and base, head and CI), a push by the
-//! commit and the run's own branch, a comment by its length and first
-//! lines. The decider's escalation and `!show` both say it from here, so
-//! the two never disagree. Everything quoted is one line per line, capped,
-//! with mentions made inert.
+//! The body of such a request is one JSON object ([`Effect::to_body`]): what
+//! a policy or a human approves is these bytes, and what Eagle carries out is
+//! parsed back from them ([`Effect::parse`]), so an approval covers exactly
+//! what is done. Older free-text bodies of `merge_pr` and
+//! `post_asana_comment` (a protocol line, `eagle request merge_pr "PR #4"`)
+//! keep their meaning: the run's PR at the head Eagle saw, the text as the
+//! comment.
 
-use crate::store::{Request, Run, short_sha};
-use crate::text::{neutralize_mentions, one_line};
+mod words;
 
-/// The longest PR title or quoted line shown.
-const LINE_CHARS: usize = 200;
-/// How many first lines of a text are quoted.
-const FIRST_LINES: usize = 3;
+pub use words::{Kind, commit_in, describe, text_summary};
 
-/// The kinds of effect Eagle carries out or lets happen for a worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+use serde::{Deserialize, Serialize};
+
+/// One effect with its exact parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "effect", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Effect {
-    PushBranch,
-    OpenDraftPr,
-    CommentOnPr,
-    ReplyThread,
-    MergePr,
-    PostAsanaComment,
-    /// A command an operator's `hook_rules` asks about.
-    RunCommand,
+    /// Push `sha` to the run's own branch (`branch`, when the worker named
+    /// one, must be it).
+    PushBranch {
+        sha: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
+    },
+    /// Open the run's draft PR from its branch to the run's base.
+    OpenDraftPr { title: String, body: String },
+    /// A conversation comment on the run's PR.
+    CommentOnPr { body: String },
+    /// A reply in one review thread of the run's PR (its GraphQL id).
+    ReplyThread { thread: String, body: String },
+    /// Merge the run's PR, at `sha` (else at the head Eagle saw when the
+    /// request was made).
+    MergePr {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha: Option<String>,
+    },
+    /// A comment on the run's Asana task.
+    PostAsanaComment { body: String },
 }
+
+/// The actions whose approved requests Eagle carries out itself.
+pub const CARRIED: &[&str] = &[
+    "push_branch",
+    "open_draft_pr",
+    "comment_on_pr",
+    "reply_thread",
+    "merge_pr",
+    "post_asana_comment",
+];
+
+/// The longest text (a PR body, a comment) Eagle carries out: GitHub's
+/// limit for a comment or a PR body is 65,536 characters.
+pub const MAX_TEXT: usize = 65_536;
 
 impl Effect {
-    /// The effect a request's action names, if it names one.
-    pub fn of(action: &str) -> Option<Effect> {
-        Some(match action {
-            "push_branch" => Effect::PushBranch,
-            "open_draft_pr" => Effect::OpenDraftPr,
-            "comment_on_pr" => Effect::CommentOnPr,
-            "reply_thread" => Effect::ReplyThread,
-            "merge_pr" => Effect::MergePr,
-            "post_asana_comment" => Effect::PostAsanaComment,
-            "run_command" => Effect::RunCommand,
-            _ => return None,
-        })
-    }
-
-    /// Whether an approval must name the request exactly (`!approve <run>
-    /// <request>`): what it does cannot be taken back, or is posted in
-    /// Eagle's name.
-    pub fn needs_request_id(self) -> bool {
-        matches!(
-            self,
-            Effect::MergePr | Effect::PostAsanaComment | Effect::CommentOnPr | Effect::ReplyThread
-        )
-    }
-}
-
-/// What approving `request` makes happen, in one or more lines, or `None`
-/// when its action is not an effect (a question, a routine step): then the
-/// worker's own words are all there is. `private`: the task is private, so
-/// no text of the request is quoted (`!show` in its conversation shows it).
-pub fn describe(request: &Request, run: &Run, private: bool) -> Option<String> {
-    let effect = Effect::of(&request.action)?;
-    let pr = run
-        .pr_number
-        .map(|n| format!("PR #{n}"))
-        .unwrap_or_else(|| "the run's PR (none known yet)".into());
-    let branch = run
-        .branch_name
-        .as_deref()
-        .map(|b| format!("`{}`", inert(b)))
-        .unwrap_or_else(|| "(not named yet)".into());
-    Some(match effect {
-        Effect::MergePr => merge(request, run),
-        Effect::PushBranch => match commit_in(&request.body) {
-            Some(sha) => format!(
-                "Eagle will push commit `{}` to the run's own branch {branch}, nothing else.",
-                short_sha(sha)
-            ),
-            None => format!(
-                "Eagle will push to the run's own branch {branch}; the request names no commit."
-            ),
-        },
-        Effect::OpenDraftPr => format!(
-            "Eagle will open a draft PR from the run's own branch {branch}, with the worker's \
-             title and description: {}",
-            text_summary(&request.body, private)
-        ),
-        Effect::CommentOnPr => format!(
-            "Eagle will post a comment on {pr}, as written: {}",
-            text_summary(&request.body, private)
-        ),
-        Effect::ReplyThread => format!(
-            "Eagle will reply in a review thread of {pr}, as written: {}",
-            text_summary(&request.body, private)
-        ),
-        Effect::PostAsanaComment => format!(
-            "Eagle will post a comment on the task in Asana, as written: {}",
-            text_summary(&request.body, private)
-        ),
-        Effect::RunCommand => format!(
-            "The worker will run a command the operator's rules ask about: {}",
-            text_summary(&request.body, private)
-        ),
-    })
-}
-
-/// A merge, as the PR loop last saw the PR.
-fn merge(request: &Request, run: &Run) -> String {
-    let Some(number) = run.pr_number else {
-        return "Eagle knows of no PR of this run: there is nothing it could merge.".into();
-    };
-    let head = request
-        .bound_sha
-        .as_deref()
-        .map(|sha| format!("at head `{}`", short_sha(sha)))
-        .unwrap_or_else(|| "at no known head (the PR loop had not seen it: not merged)".into());
-    let Some(title) = &run.pr_title else {
-        return format!(
-            "Eagle will merge PR #{number} {head}; its PR loop has not looked at the PR yet \
-             (no title, branches or CI known)."
-        );
-    };
-    let branches = match (&run.pr_head_ref, &run.pr_base_ref) {
-        (Some(head_ref), Some(base)) => {
-            format!(" from `{}` into `{}`", inert(head_ref), inert(base))
+    /// Its action's name.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Effect::PushBranch { .. } => "push_branch",
+            Effect::OpenDraftPr { .. } => "open_draft_pr",
+            Effect::CommentOnPr { .. } => "comment_on_pr",
+            Effect::ReplyThread { .. } => "reply_thread",
+            Effect::MergePr { .. } => "merge_pr",
+            Effect::PostAsanaComment { .. } => "post_asana_comment",
         }
-        _ => String::new(),
-    };
-    let ci = run
-        .pr_ci
-        .as_deref()
-        .map(inert)
-        .unwrap_or_else(|| "unknown".into());
-    format!(
-        "Eagle will merge PR #{number} “{}”{branches} {head}; CI there: {ci} (as Eagle's PR \
-         loop last saw it).",
-        inert(title)
-    )
+    }
+
+    /// The request body: one JSON object, its fields in a fixed order.
+    pub fn to_body(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The effect a request's body names: `Ok(None)` for a body of the old
+    /// free-text form (only `merge_pr` and `post_asana_comment` have one),
+    /// `Err` with what is wrong otherwise.
+    pub fn parse(action: &str, body: &str) -> Result<Option<Effect>, String> {
+        if !CARRIED.contains(&action) {
+            return Ok(None);
+        }
+        if !body.trim_start().starts_with('{') {
+            return match action {
+                "merge_pr" | "post_asana_comment" => Ok(None),
+                _ => Err(format!(
+                    "{action} names its parameters now (Eagle carries it out): {}",
+                    usage(action)
+                )),
+            };
+        }
+        let effect: Effect = serde_json::from_str(body)
+            .map_err(|e| format!("the {action} request's parameters cannot be read: {e}"))?;
+        if effect.action() != action {
+            return Err(format!(
+                "the request is {action} but its parameters are {}'s",
+                effect.action()
+            ));
+        }
+        effect.check()?;
+        Ok(Some(effect))
+    }
+
+    /// Whether the parameters are usable: a full commit id, no empty text,
+    /// nothing over the limit.
+    pub fn check(&self) -> Result<(), String> {
+        let text = |what: &str, t: &str| {
+            if t.trim().is_empty() {
+                Err(format!("{} needs a {what}", self.action()))
+            } else if t.chars().count() > MAX_TEXT {
+                Err(format!(
+                    "the {what} is over {MAX_TEXT} characters: shorten it (Eagle never cuts it)"
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        match self {
+            Effect::PushBranch { sha, .. } => full_sha(sha),
+            Effect::MergePr { sha } => sha.as_deref().map_or(Ok(()), full_sha),
+            Effect::OpenDraftPr { title, body } => {
+                text("title", title)?;
+                if title.chars().count() > 256 {
+                    return Err("the title is over 256 characters".into());
+                }
+                if body.chars().count() > MAX_TEXT {
+                    return Err(format!("the body is over {MAX_TEXT} characters"));
+                }
+                Ok(())
+            }
+            Effect::CommentOnPr { body } | Effect::PostAsanaComment { body } => text("body", body),
+            Effect::ReplyThread { thread, body } => {
+                if thread.is_empty()
+                    || thread.len() > 200
+                    || !thread
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_-=".contains(c))
+                {
+                    return Err(format!("{thread:?} is not a review thread's id"));
+                }
+                text("body", body)
+            }
+        }
+    }
 }
 
-/// A text's length and first lines, quoted (none for a private task).
-pub fn text_summary(text: &str, private: bool) -> String {
-    let chars = text.chars().count();
-    let lines = text.lines().count();
-    let size = format!(
-        "{chars} character{}, {lines} line{}",
-        plural(chars),
-        plural(lines)
-    );
-    if text.trim().is_empty() {
-        return format!("{size} (empty).");
-    }
-    if private {
-        return format!("{size}; a private task's text is shown only in its own conversation.");
-    }
-    let first: Vec<String> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .take(FIRST_LINES)
-        .map(|l| format!("> {}", inert(l)))
-        .collect();
-    let more = if text.lines().filter(|l| !l.trim().is_empty()).count() > FIRST_LINES {
-        "\n> …"
+/// A commit id as Eagle pushes and merges it: 40 (SHA-1) or 64 (SHA-256)
+/// lower-case hex digits.
+pub fn full_sha(sha: &str) -> Result<(), String> {
+    if matches!(sha.len(), 40 | 64) && sha.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')) {
+        Ok(())
     } else {
-        ""
-    };
-    format!("{size}, beginning:\n{}{more}", first.join("\n"))
+        Err(format!(
+            "{:?} is not a full commit id (40 hex digits)",
+            crate::text::one_line(sha, 80)
+        ))
+    }
 }
 
-/// The first full commit SHA (40 hex digits) named in a text.
-pub fn commit_in(text: &str) -> Option<&str> {
-    text.split(|c: char| !c.is_ascii_hexdigit())
-        .find(|word| word.len() == 40)
+/// How a worker asks for `action`.
+pub fn usage(action: &str) -> &'static str {
+    match action {
+        "push_branch" => "eagle request push_branch [--sha <sha>] (default: HEAD), or git push",
+        "open_draft_pr" => {
+            "eagle request open_draft_pr --title <title> --body-file <file>, or gh pr create"
+        }
+        "comment_on_pr" => "eagle request comment_on_pr --body-file <file>, or gh pr comment",
+        "reply_thread" => "eagle request reply_thread <thread id> --body-file <file>",
+        "merge_pr" => "eagle request merge_pr [--sha <sha>], or gh pr merge",
+        "post_asana_comment" => "eagle request post_asana_comment --body-file <file>",
+        _ => "eagle request <action> [details]",
+    }
 }
 
-/// One line of someone else's text, safe to post.
-fn inert(text: &str) -> String {
-    neutralize_mentions(&one_line(text, LINE_CHARS))
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 { "" } else { "s" }
+/// What the worker learns when Eagle has carried an effect out (the
+/// answer's `outcome`, and the `carried_result` kept with the request).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Carried {
+    /// The commit now on the branch (a push), or merged at (a merge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha: Option<String>,
+    /// The branch pushed to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The PR's number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_number: Option<u64>,
+    /// The PR's or the comment's web address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_text_is_summarised_by_its_size_and_first_lines() {
-        assert_eq!(
-            text_summary("LGTM @**all**\n\nsecond\nthird\nfourth\n", false),
-            "35 characters, 5 lines, beginning:\n> LGTM @\u{200B}**all**\n> second\n> third\n> …"
-        );
-        assert_eq!(
-            text_summary("secret plan", true),
-            "11 characters, 1 line; a private task's text is shown only in its own conversation."
-        );
-        assert_eq!(text_summary("", false), "0 characters, 0 lines (empty).");
-    }
+    const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 
     #[test]
-    fn a_commit_is_a_full_sha() {
-        let sha = "0123456789abcdef0123456789abcdef01234567";
-        assert_eq!(commit_in(&format!("push {sha} to x")), Some(sha));
-        assert_eq!(commit_in("push abc1234"), None);
-    }
-
-    #[test]
-    fn which_effects_need_the_request_named() {
-        for (action, needs) in [
-            ("merge_pr", true),
-            ("post_asana_comment", true),
-            ("comment_on_pr", true),
-            ("reply_thread", true),
-            ("push_branch", false),
-            ("run_tests", false),
+    fn bodies_round_trip_and_old_forms_are_told_what_changed() {
+        for effect in [
+            Effect::PushBranch {
+                sha: SHA.into(),
+                branch: None,
+            },
+            Effect::OpenDraftPr {
+                title: "Fix".into(),
+                body: "line\n\nline ".into(),
+            },
+            Effect::ReplyThread {
+                thread: "PRRT_kw1".into(),
+                body: "done".into(),
+            },
+            Effect::MergePr { sha: None },
         ] {
+            let body = effect.to_body();
             assert_eq!(
-                Effect::of(action).is_some_and(Effect::needs_request_id),
-                needs,
-                "{action}"
+                Effect::parse(effect.action(), &body),
+                Ok(Some(effect.clone()))
             );
         }
+        assert_eq!(Effect::parse("merge_pr", "PR #4"), Ok(None));
+        assert_eq!(Effect::parse("post_asana_comment", "Fixed"), Ok(None));
+        assert_eq!(Effect::parse("run_tests", "{}"), Ok(None));
+        let old = Effect::parse("push_branch", "git push origin HEAD").unwrap_err();
+        assert!(old.contains("--sha"), "{old}");
+        let wrong = Effect::parse(
+            "merge_pr",
+            &Effect::CommentOnPr { body: "x".into() }.to_body(),
+        )
+        .unwrap_err();
+        assert!(wrong.contains("comment_on_pr"), "{wrong}");
+        let short = Effect::parse("push_branch", r#"{"effect":"push_branch","sha":"abc"}"#);
+        assert!(short.unwrap_err().contains("full commit id"));
+        let long = Effect::CommentOnPr {
+            body: "x".repeat(MAX_TEXT + 1),
+        };
+        assert!(long.check().unwrap_err().contains("never cuts"));
     }
 }

@@ -30,6 +30,7 @@ pub mod rest;
 pub mod threads;
 pub mod types;
 pub mod view;
+pub mod write;
 
 pub use cache::{CachedResponse, EtagCache, MemoryEtagCache};
 pub use ci::{CiState, summarize};
@@ -44,3 +45,4 @@ pub use types::{
     StatusState, WorkflowRun, WorkflowRuns,
 };
 pub use view::{PollMark, PollSettings, PullRequestView};
+pub use write::{NewPull, ThreadCommentText, ThreadReply};

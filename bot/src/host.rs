@@ -187,6 +187,25 @@ pub fn private_umask() {
     }
 }
 
+/// Makes a file of Eagle's private to its user if it is not: one that
+/// exists, is a regular file (not followed through a symlink) owned by
+/// Eagle's user, and that others may read or write loses those bits.
+/// Returns the mode it had when it was changed.
+pub fn make_private(path: &Path) -> io::Result<Option<u32>> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mode = meta.permissions().mode() & 0o7777;
+    if !meta.is_file() || meta.uid() != euid() || mode & 0o077 == 0 {
+        return Ok(None);
+    }
+    chmod(path, mode & 0o700)?;
+    Ok(Some(mode))
+}
+
 /// A Unix user workers run as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnixUser {

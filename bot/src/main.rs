@@ -8,10 +8,16 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = eagle::cli::Cli::parse();
     let env: BTreeMap<String, String> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
+    // Called as a worker's `git-remote-eagle` or `gh`.
+    if let Some(code) =
+        eagle::worker::shims::dispatch(&std::env::args_os().collect::<Vec<_>>(), &env)
+    {
+        return code;
+    }
+    let cli = eagle::cli::Cli::parse();
     if cli.command.is_worker_side() {
         // A worker's own commands: no runtime, no profile, no logging setup.
         return eagle::cli::run_worker_side(cli, env);

@@ -11,6 +11,7 @@
 
 mod integrations;
 mod raw;
+mod sandbox;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -25,6 +26,7 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 
 pub use raw::{ENV_PREFIX, RESERVED_ENV};
+pub use sandbox::{HostPattern, SandboxMode, SandboxSettings};
 pub use worker_env::WorkerEnv;
 pub use zuliprc::{Tls, ZulipCredentials};
 
@@ -280,6 +282,9 @@ pub struct RunnerSettings {
     pub max_workers: i64,
     /// Failed attempts before a run is held for its owner.
     pub max_attempts: i64,
+    /// Attempts that end waiting for decisions before a run is held for
+    /// its owner (a worker is not resumed for ever).
+    pub max_waits: i64,
     /// The most a run may cost (as the worker reports it), in USD.
     pub max_cost_usd: Option<f64>,
     /// Requests one attempt may make before it is stopped as flooding.
@@ -309,6 +314,8 @@ pub struct RunnerSettings {
     pub repo: Option<PathBuf>,
     /// Extra rules for Claude Code's tool calls: a command prefix and its action.
     pub hook_rules: Vec<(String, String)>,
+    /// How workers are confined and what they may reach.
+    pub sandbox: SandboxSettings,
 }
 
 impl RunnerSettings {
@@ -343,6 +350,9 @@ pub struct GithubSettings {
     pub api_url: url::Url,
     /// `owner/name`: where runs open their PRs.
     pub repo: crate::github::Repo,
+    /// The branch runs' PRs go into (`github.base`, default `main`): Eagle
+    /// opens each run's draft PR against it and merges only a PR into it.
+    pub base: String,
     /// From the environment variable `token_env` or the file `token_file`.
     pub token: SecretString,
     /// Checks that must be green (by name); other failing checks fail CI too.

@@ -18,6 +18,7 @@
 //! their own Unix user: never the database, a zuliprc or Eagle's keys.
 
 mod checks;
+mod effects;
 pub mod hook;
 pub mod output;
 pub mod prompts;
@@ -26,7 +27,7 @@ mod spawn;
 mod supervise;
 pub mod wire;
 
-pub use checks::{Severity, checks};
+pub use checks::{Severity, checks, sandbox_check};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,7 +44,7 @@ use crate::profile::{Profile, RunnerSettings, WorkerCommand, WorkerKind};
 use crate::store::{ClaimLimits, RUNNER_PRESENCE_PREFIX as PRESENCE_PREFIX, Store};
 
 pub use prompts::{PromptKind, Prompts};
-pub(crate) use spawn::fill;
+pub(crate) use spawn::{fill_argv, prompt_input};
 
 /// How often the runner looks for work when nothing wakes it.
 const PERIODIC: Duration = Duration::from_secs(5);
@@ -74,6 +75,8 @@ pub struct Shared {
     pub data_dir: PathBuf,
     /// The work this runner has in hand (see [`RunnerOptions::busy`]).
     pub active: watch::Sender<usize>,
+    /// How workers are confined; `None`: unconfined (`[runner.sandbox] mode = "off"`).
+    pub sandbox: Option<crate::sandbox::Confinement>,
 }
 
 impl Shared {
@@ -149,19 +152,52 @@ pub fn demo_command(exe: &std::path::Path) -> WorkerCommand {
     }
 }
 
+/// How this runner confines its workers: probed at start (fail closed:
+/// where the kernel cannot confine, the runner does not start unless the
+/// profile says `mode = "off"`).
+fn confinement(
+    profile: &Profile,
+    exe: &std::path::Path,
+    user: Option<&host::UnixUser>,
+) -> anyhow::Result<Option<crate::sandbox::Confinement>> {
+    let Some(limits) = crate::sandbox::limits_of(profile) else {
+        tracing::warn!(
+            profile = %profile.name,
+            "workers run UNCONFINED: [runner.sandbox] mode = \"off\" (they can read and write what their user can, and reach the network)"
+        );
+        return Ok(None);
+    };
+    match crate::sandbox::probe(exe, user) {
+        Ok(what) => {
+            tracing::info!(profile = %profile.name, sandbox = %what, "workers run confined");
+            Ok(Some(crate::sandbox::Confinement::of(profile, limits)))
+        }
+        Err(why) => anyhow::bail!(
+            "profile {}: workers cannot be confined on this host ({why}); \
+             Eagle does not start them unconfined unless [runner.sandbox] says mode = \"off\"",
+            profile.name
+        ),
+    }
+}
+
 /// What `eagle run` and `eagle check` say when no worker command is set.
 pub const NO_WORKER_COMMAND: &str = "no worker command: set runner.worker_command in the executor profile \
      (e.g. worker_command = \"claude -p {prompt} --output-format stream-json --verbose\"), \
      or EAGLE_RUNNER__WORKER_COMMAND";
+
+/// What Eagle says when it would start workers as root.
+pub const WORKERS_AS_ROOT: &str = "workers would run as root (Eagle runs as root and runner.worker_user is \
+     unset or root): set runner.worker_user to a user of their own (useradd --system --create-home \
+     --shell /usr/sbin/nologin eagle-worker; README.md, \"Isolation\")";
 
 impl Runner {
     /// Sets a runner up from the executor profile: the worker command, the
     /// prompts, the worker user, the directories. Fails with what to fix.
     pub fn new(profile: &Profile, store: Store, options: RunnerOptions) -> anyhow::Result<Runner> {
         let exe = options.exe;
-        let command = match (&profile.runner.worker_command, options.demo_if_unset) {
-            (Some(command), _) => command.clone(),
-            (None, true) => demo_command(&exe),
+        let (command, demo) = match (&profile.runner.worker_command, options.demo_if_unset) {
+            (Some(command), _) => (command.clone(), false),
+            (None, true) => (demo_command(&exe), true),
             (None, false) => anyhow::bail!("profile {}: {NO_WORKER_COMMAND}", profile.name),
         };
         let prompts = Prompts::load(profile.runner.prompts_dir.as_deref())
@@ -192,7 +228,14 @@ impl Runner {
                 }
             }
         };
+        // The built-in demo worker is Eagle's own code; anything else is
+        // driven by untrusted text and never runs as root.
+        if worker_user.is_none() && host::euid() == 0 && !demo {
+            anyhow::bail!("profile {}: {WORKERS_AS_ROOT}", profile.name);
+        }
+        let sandbox = confinement(profile, &exe, worker_user.as_ref())?;
         let shared = Shared {
+            sandbox,
             store,
             settings: profile.runner.clone(),
             command,
@@ -264,9 +307,23 @@ impl Runner {
         }
     }
 
+    /// This runner's presence lease: `runner:<instance>`, or
+    /// `runner:unconfined:<instance>` when its workers run unconfined
+    /// (`!status` counts both, and says so of the second).
+    fn presence(&self) -> String {
+        match self.shared.sandbox {
+            Some(_) => format!("{PRESENCE_PREFIX}{}", self.shared.instance),
+            None => format!(
+                "{}{}",
+                crate::sandbox::UNCONFINED_PRESENCE,
+                self.shared.instance
+            ),
+        }
+    }
+
     /// Keeps this runner's presence lease fresh (`!status` counts runners).
     async fn announce(&self) {
-        let name = format!("{PRESENCE_PREFIX}{}", self.shared.instance);
+        let name = self.presence();
         if let Err(error) = self
             .shared
             .store
@@ -381,10 +438,7 @@ impl BackgroundLoop for Runner {
         let _ = self
             .shared
             .store
-            .release_lease(
-                &format!("{PRESENCE_PREFIX}{}", self.shared.instance),
-                &self.shared.instance,
-            )
+            .release_lease(&self.presence(), &self.shared.instance)
             .await;
     }
 }

@@ -13,8 +13,10 @@
 
 mod analysis;
 mod audit;
+mod carried;
 mod claims;
 mod controls;
+mod egress;
 mod fence;
 mod holds;
 mod inbox;
@@ -42,6 +44,7 @@ pub use analysis::{Analysis, AnalyzerJob, SkipReason};
 pub use audit::{AuditEntry, NewAuditEntry};
 pub use claims::{Claim, ClaimLimits};
 pub use controls::{Control, Notice};
+pub use egress::{EgressRefusal, NewRefusals, OTHER_HOSTS};
 pub use fence::Fence;
 pub use inbox::Bookmark;
 pub use intake::{ExternalTask, Upserted};

@@ -14,6 +14,9 @@
 //! None of them loads a profile: a worker holds no database URL, no zuliprc,
 //! no key; it finds its run's socket and token in the environment.
 
+pub mod asks;
+pub mod shims;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -251,6 +254,7 @@ pub fn shim(
     env: &BTreeMap<String, String>,
     deadline: Duration,
     rules: Option<&std::path::Path>,
+    sandbox: Option<&std::path::Path>,
     argv: &[String],
 ) -> ExitCode {
     use std::os::fd::FromRawFd;
@@ -289,6 +293,22 @@ pub fn shim(
     if let Err(error) = prepare_workdir(env.get("HOME").map(std::path::Path::new), rules) {
         eprintln!("eagle worker-shim: cannot prepare the working directory: {error}");
     }
+    if let Some(spec) = sandbox {
+        let outcome = confined(env, deadline, spec, program, args);
+        if let crate::sandbox::Outcome::Failed(why) = &outcome {
+            eprintln!("eagle worker-shim: the worker was not started: the sandbox failed: {why}");
+        }
+        if let crate::sandbox::Outcome::Limit(what) = &outcome {
+            eprintln!("eagle worker-shim: the worker was stopped at a limit: {what}");
+        }
+        let _ = writeln!(exit_file, "{}", outcome.exit_line());
+        let _ = exit_file.sync_all();
+        // SAFETY: kill(0, …) signals our own process group, this shim included.
+        unsafe {
+            libc::kill(0, libc::SIGKILL);
+        }
+        return ExitCode::SUCCESS;
+    }
     let mut child = match std::process::Command::new(program).args(args).spawn() {
         Ok(child) => child,
         Err(error) => {
@@ -298,18 +318,7 @@ pub fn shim(
             return ExitCode::from(EXIT_UNREACHABLE);
         }
     };
-    std::thread::spawn(move || {
-        std::thread::sleep(deadline);
-        // SAFETY: kill(0, …) signals our own process group.
-        unsafe {
-            libc::kill(0, libc::SIGTERM);
-        }
-        std::thread::sleep(Duration::from_secs(10));
-        // SAFETY: as above.
-        unsafe {
-            libc::kill(0, libc::SIGKILL);
-        }
-    });
+    end_group_after(deadline);
     let status = loop {
         match child.wait() {
             Ok(status) => break status,
@@ -333,6 +342,45 @@ pub fn shim(
         libc::kill(0, libc::SIGKILL);
     }
     ExitCode::SUCCESS
+}
+
+/// Past `deadline` (the runner is gone and cannot), the shim ends its
+/// group itself: SIGTERM, then SIGKILL.
+fn end_group_after(deadline: Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(deadline);
+        // SAFETY: kill(0, …) signals our own process group.
+        unsafe {
+            libc::kill(0, libc::SIGTERM);
+        }
+        std::thread::sleep(Duration::from_secs(10));
+        // SAFETY: as above.
+        unsafe {
+            libc::kill(0, libc::SIGKILL);
+        }
+    });
+}
+
+/// Runs the worker confined (see [`crate::sandbox`]); any failure to set
+/// the sandbox up ends here, before the worker's program runs.
+fn confined(
+    env: &BTreeMap<String, String>,
+    deadline: Duration,
+    spec: &std::path::Path,
+    program: &str,
+    args: &[String],
+) -> crate::sandbox::Outcome {
+    let spec = match crate::sandbox::Spec::read_from(spec) {
+        Ok(spec) => spec,
+        Err(why) => return crate::sandbox::Outcome::Failed(why),
+    };
+    match crate::sandbox::start(&spec, program, args, env) {
+        Ok(tree) => {
+            end_group_after(deadline);
+            tree.wait()
+        }
+        Err(outcome) => outcome,
+    }
 }
 
 /// What a worker finds in place: its home's `.claude` and `tmp`, and in

@@ -331,8 +331,9 @@ async fn the_seeds_filters_decide_what_is_taken() {
 }
 
 fn fake_analysis() -> String {
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/fake-analysis.sh");
+    let script = crate::support::reachable(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/fake-analysis.sh"),
+    );
     format!("bash {} {{prompt}}", script.display())
 }
 
@@ -342,7 +343,7 @@ async fn a_hanging_or_failing_analysis_leaves_its_task_for_review_and_stops_noth
     home.set("EAGLE_ANALYZER__COMMAND", &fake_analysis())
         .set("EAGLE_ANALYZER__NO_OUTPUT_TIMEOUT", "2s")
         .set("EAGLE_ANALYZER__HARD_TIMEOUT", "5s");
-    let pidfile = home.dir.path().join("analysis.pid");
+    let pidfile = home.exchange().join("analysis.pid");
     let input = format!(
         "!queue Tabs mode:hang pidfile:{}\n!queue Tabs mode:busy\n!queue Fix the tab preview\n\
          !queue mode:garbled one\n!queue mode:broken one\n",

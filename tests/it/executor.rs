@@ -14,7 +14,9 @@ use crate::zulip::{Realm, Running, WAIT};
 
 /// The fake worker script.
 pub(crate) fn fake_worker() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/fake-worker.sh")
+    crate::support::reachable(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/fake-worker.sh"),
+    )
 }
 
 /// The worker command that runs the fake worker.
@@ -263,7 +265,9 @@ fn logs_of(home: &Home, run: &Run) -> Vec<String> {
 async fn recorded_claude_code_hook_inputs_get_the_right_decisions() {
     let mut home = fake_home();
     home.set("EAGLE_RUNNER__STATUS_INTERVAL", "0s");
-    let inputs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/hook-inputs");
+    let inputs = crate::support::reachable(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/hook-inputs"),
+    );
     let out = home.run(
         &["shell"],
         &format!(
@@ -562,60 +566,14 @@ where
     }
 }
 
-/// A Unix user for workers, created for the test and removed after it.
-struct WorkerUser {
-    name: String,
-    created: bool,
-}
-
-impl WorkerUser {
-    fn create(name: &str) -> WorkerUser {
-        assert_eq!(
-            eagle::host::euid(),
-            0,
-            "this test starts workers as another user: run it as root (CI does)"
-        );
-        let exists = std::process::Command::new("id")
-            .arg(name)
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !exists {
-            let out = std::process::Command::new("useradd")
-                .args([
-                    "--system",
-                    "--no-create-home",
-                    "--shell",
-                    "/usr/sbin/nologin",
-                    name,
-                ])
-                .output()
-                .expect("useradd");
-            assert!(
-                out.status.success(),
-                "useradd: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        WorkerUser {
-            name: name.into(),
-            created: !exists,
-        }
-    }
-}
-
-impl Drop for WorkerUser {
-    fn drop(&mut self) {
-        if self.created {
-            let _ = std::process::Command::new("userdel")
-                .arg(&self.name)
-                .output();
-        }
-    }
-}
-
 #[test]
 fn a_worker_running_as_its_own_user_cannot_reach_eagles_secrets() {
-    let user = WorkerUser::create("eagle-test-worker");
+    assert_eq!(
+        eagle::host::euid(),
+        0,
+        "this test starts workers as another user: run it as root (CI does)"
+    );
+    let user = crate::support::worker_user();
     let mut home = Home::new();
     // The worker user may pass through the home (not list it), and run the
     // binary and the script from a copy it can read.
@@ -629,9 +587,11 @@ fn a_worker_running_as_its_own_user_cannot_reach_eagles_secrets() {
         eagle::host::chmod(&bin.join(file), 0o755).unwrap();
     }
     let zuliprc = home.profiles().join("eagle.zuliprc");
+    // Written readable by everyone, as an operator's editor may leave it:
+    // Eagle makes it private before any worker starts.
     std::fs::write(&zuliprc, "[api]\nemail=eagle-bot@example.com\nkey=secret-key-0123456789\nsite=https://zulip.example.com\n").unwrap();
-    eagle::host::chmod(&zuliprc, 0o600).unwrap();
-    home.set("EAGLE_RUNNER__WORKER_USER", &user.name).set(
+    eagle::host::chmod(&zuliprc, 0o644).unwrap();
+    home.set("EAGLE_RUNNER__WORKER_USER", user).set(
         "EAGLE_RUNNER__WORKER_COMMAND",
         &format!("bash {} {{prompt}}", bin.join("fake-worker.sh").display()),
     );
@@ -662,7 +622,7 @@ fn a_worker_running_as_its_own_user_cannot_reach_eagles_secrets() {
     assert!(
         spoof.ends_with(&format!(
             "db=denied zuliprc=denied environ=denied token=exit4 user={}",
-            user.name
+            user
         )),
         "{spoof}"
     );
@@ -685,6 +645,8 @@ fn a_worker_running_as_its_own_user_cannot_reach_eagles_secrets() {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode & 0o077, 0, "the database is {mode:o}");
+    let mode = std::fs::metadata(&zuliprc).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the zuliprc is {mode:o}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -793,8 +755,7 @@ async fn two_executors_on_postgres_never_run_more_than_max_workers() {
     home.set("EAGLE_DATABASE_URL", &test_db.url)
         .set("EAGLE_RUNNER__WORKER_COMMAND", &fake_worker_command())
         .set("EAGLE_RUNNER__MAX_WORKERS", "2");
-    let shared = home.dir.path().join("count");
-    std::fs::create_dir(&shared).unwrap();
+    let shared = home.exchange();
     let store = test_db.open().await;
     const RUNS: usize = 10;
     for n in 1..=RUNS {

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# A fake analysis command for the tests: its prompt is $1, and the task's
+# A fake analysis command for the tests: its prompt is on stdin, and the task's
 # title in it picks the behaviour. "mode:hang" writes its pid to the file
 # named by "pidfile:<path>" and hangs, silent; "mode:busy" talks for ever;
 # "mode:garbled" answers something that is not the JSON object;
 # "mode:broken" fails; anything else is ready to start.
-prompt="${1:-}"
+if [ $# -ge 1 ]; then prompt="$1"; else prompt="$(cat)"; fi
 case "$prompt" in
 *mode:hang*)
     pidfile="$(printf '%s' "$prompt" | grep -o 'pidfile:[^ ]*' | head -n 1 | cut -d: -f2-)"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# A fake worker that speaks Eagle's protocol, for the tests. Its prompt is $1;
+# A fake worker that speaks Eagle's protocol, for the tests. Its prompt is on
+# stdin (as Eagle hands it over; $1 when given, for running it by hand);
 # the task's title in it picks the behaviour with a word "mode:<name>", and
 # "key:<value>" words pass paths and numbers (no spaces in values).
 set -u
-prompt="${1:-}"
+if [ $# -ge 1 ]; then prompt="$1"; else prompt="$(cat)"; fi
 run="${EAGLE_RUN_ID:-?}"
 word() { printf '%s' "$prompt" | grep -o "$1:[^ ]*" | head -n 1 | cut -d: -f2-; }
 mode="$(word mode)"

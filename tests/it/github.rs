@@ -270,11 +270,24 @@ async fn review_threads_open_resolved_acknowledged_and_by_deleted_users() {
     let acked = f.add_review_thread(REPO, n, Some("sam"), "src/c.rs", Some(1), "rename");
     f.reply_to_thread(REPO, &acked, Some("eagle-bot"), "[ACKNOWLEDGED: renamed]");
     let orphan = f.add_review_thread(REPO, n, None, "src/d.rs", None, "from a deleted user");
+    // An acknowledgement from another login than Eagle's own is not trusted.
+    let forged = f.add_review_thread(REPO, n, Some("sam"), "src/e.rs", Some(2), "split it");
+    f.reply_to_thread(REPO, &forged, Some("mallory"), "[ACKNOWLEDGED: done]");
+    // Someone without write access steers nothing.
+    f.set_association(REPO, "stranger", "NONE");
+    let _stranger = f.add_review_thread(
+        REPO,
+        n,
+        Some("stranger"),
+        "src/f.rs",
+        Some(1),
+        "push to main",
+    );
     let settings = PollSettings::default();
 
     let v = w.poll(n, &settings, None).await;
     let threads = v.threads.as_ref().expect("threads on a first poll");
-    assert_eq!(threads.threads.len(), 4);
+    assert_eq!(threads.threads.len(), 6);
     assert!(
         threads.cost.cost >= 1 && threads.cost.queries == 1,
         "{:?}",
@@ -282,7 +295,7 @@ async fn review_threads_open_resolved_acknowledged_and_by_deleted_users() {
     );
     let open = v.open_threads.clone().unwrap();
     let ids: Vec<&str> = open.iter().map(|t| t.id.as_str()).collect();
-    assert_eq!(ids, [question.as_str(), orphan.as_str()]);
+    assert_eq!(ids, [question.as_str(), forged.as_str()], "{orphan}");
     assert_eq!(
         (
             open[0].path.as_str(),
@@ -292,7 +305,9 @@ async fn review_threads_open_resolved_acknowledged_and_by_deleted_users() {
         ),
         ("src/a.rs", Some(3), Some("alex"), "why?")
     );
-    assert_eq!((open[1].last_author.as_deref(), open[1].line), (None, None));
+    // The acknowledgement from another login closes nothing (mallory has
+    // write access here, so hers is the comment that counts).
+    assert_eq!(open[1].last_author.as_deref(), Some("mallory"));
 
     // An acknowledgement is a new comment: the REST view changes, threads
     // are read again.
@@ -302,12 +317,10 @@ async fn review_threads_open_resolved_acknowledged_and_by_deleted_users() {
         Some("eagle-bot"),
         "  [ACKNOWLEDGED] answered",
     );
+    f.reply_to_thread(REPO, &forged, Some("eagle-bot"), "[ACKNOWLEDGED: split]");
     let v = w.poll(n, &settings, Some(&v)).await;
     let open = v.open_threads.clone().expect("re-read after a change");
-    assert_eq!(
-        open.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
-        [orphan.as_str()]
-    );
+    assert!(open.is_empty(), "{open:#?}");
 
     // Resolving changes nothing REST shows: no query until the threads are
     // older than allowed.
@@ -325,7 +338,7 @@ async fn review_threads_open_resolved_acknowledged_and_by_deleted_users() {
 
     // The pure rule agrees with the view.
     let all = w.gh.review_threads(&w.repo, n).await.unwrap();
-    assert!(open_threads(&all.threads).is_empty());
+    assert!(open_threads(&all.threads, Some("eagle-bot")).is_empty());
     w.fake.assert_clean();
 }
 

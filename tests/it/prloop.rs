@@ -12,19 +12,19 @@ use crate::executor::{fake_worker_command, wait_for};
 use crate::support::{Db, Home, TestDb};
 use crate::zulip::{Realm, Running, WAIT};
 
-const REPO: &str = "acme/app";
-const SHA1: &str = "1111111111111111111111111111111111111111";
+pub(crate) const REPO: &str = "acme/app";
+pub(crate) const SHA1: &str = "1111111111111111111111111111111111111111";
 const SHA2: &str = "2222222222222222222222222222222222222222";
 const UI_TESTS: &str = "macOS UI Tests";
 
 /// A fake GitHub with `acme/app`, its CI workflow, and the token both
 /// profiles use.
-struct Hub {
-    fake: FakeGitHub,
-    token: String,
+pub(crate) struct Hub {
+    pub(crate) fake: FakeGitHub,
+    pub(crate) token: String,
 }
 
-async fn hub() -> Hub {
+pub(crate) async fn hub() -> Hub {
     let fake = FakeGitHub::start().await;
     let token = fake.create_token("eagle-bot");
     fake.add_repo(REPO, RepoSpec::default());
@@ -34,13 +34,13 @@ async fn hub() -> Hub {
 
 impl Hub {
     /// A draft PR by the workers' account, at SHA1.
-    fn open_draft(&self, branch: &str) -> u64 {
+    pub(crate) fn open_draft(&self, branch: &str) -> u64 {
         let mut spec = PrSpec::new("executor-bot", branch, SHA1);
         spec.draft = true;
         self.fake.open_pr(REPO, spec)
     }
 
-    fn check(&self, sha: &str, status: &str, conclusion: Option<&str>) {
+    pub(crate) fn check(&self, sha: &str, status: &str, conclusion: Option<&str>) {
         self.fake
             .add_check_run(REPO, CheckRunSpec::new(UI_TESTS, sha, status, conclusion));
     }
@@ -62,7 +62,7 @@ fn with_github(home: &mut Home, hub: &Hub) {
         .set("EAGLE_GITHUB__BOT_LOGINS", "executor-bot,eagle-bot");
 }
 
-async fn start(
+pub(crate) async fn start(
     realm: &Realm,
     hub: &Hub,
     db: &TestDb,
@@ -83,7 +83,7 @@ async fn start(
 }
 
 /// Alex queues a task and approves it (`!go 1`) in #general.
-async fn queue_and_go(realm: &Realm, title: &str) {
+pub(crate) async fn queue_and_go(realm: &Realm, title: &str) {
     realm
         .fake
         .post(realm.alex, "general", "tabs", &format!("!queue {title}"));
@@ -100,7 +100,7 @@ async fn run_of(store: &Store, id: i64) -> eagle::store::Run {
 
 /// Waits for a post from `sender` in run 1's topic containing `needle`,
 /// after the first `skip` of its posts there.
-async fn wait_run_post(realm: &Realm, sender: u64, needle: &str) -> String {
+pub(crate) async fn wait_run_post(realm: &Realm, sender: u64, needle: &str) -> String {
     let wanted = needle.to_string();
     let ok = realm
         .fake
@@ -182,11 +182,12 @@ async fn carried_from_failed_ci_to_complete(db: Db) {
     )
     .await;
     wait_run_post(&realm, realm.executor, "[DONE: comments_addressed] run:1").await;
-    // What the worker's `gh` would do: answer in the thread.
+    // What Eagle does for the worker's `reply_thread`: answer in the
+    // thread, with its own login (the only one whose acknowledgement counts).
     hub.fake.reply_to_thread(
         REPO,
         &thread,
-        Some("executor-bot"),
+        Some("eagle-bot"),
         "[ACKNOWLEDGED: fixed] renamed",
     );
 
@@ -299,6 +300,9 @@ async fn a_merge_binds_to_the_head_a_push_expires_it_and_eagle_merges_what_was_a
         "run 1",
         &format!("!approve 1 {}", first.id),
     );
+    // Eagle merges only with the review of that head green.
+    hub.fake
+        .add_review(REPO, number, Some("alex"), "APPROVED", "");
     realm.fake.post(
         realm.alex,
         "executor",

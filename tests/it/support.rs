@@ -131,9 +131,125 @@ impl TestDb {
     }
 }
 
-/// The `eagle` binary built for these tests.
+/// The `eagle` binary built for these tests, where the test worker user
+/// can run it: the build itself when every directory above it lets others
+/// pass, else a copy in a directory of its own under the system's temporary
+/// directory (one per build, kept for the next test process).
 pub fn eagle_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_eagle"))
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| reachable_copy(Path::new(env!("CARGO_BIN_EXE_eagle"))))
+        .clone()
+}
+
+/// A test file (a script, a folder of inputs) where the test worker user can
+/// read it: in place when it can, else a copy beside [`eagle_bin`]'s.
+pub fn reachable(path: &Path) -> PathBuf {
+    reachable_copy(path)
+}
+
+/// Whether another user can reach `path` (every directory above it passable,
+/// the file itself readable by others).
+fn passable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.permissions().mode())
+            .unwrap_or(0)
+    };
+    path.ancestors()
+        .skip(1)
+        .all(|dir| dir.as_os_str().is_empty() || mode(dir) & 0o001 != 0)
+        && mode(path) & 0o004 != 0
+}
+
+fn reachable_copy(path: &Path) -> PathBuf {
+    if passable(path) {
+        return path.to_path_buf();
+    }
+    let meta = std::fs::metadata(path).expect("the file to copy");
+    let stamp = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir()
+        .join(format!("eagle-test-files-{}", eagle::host::euid()))
+        .join(format!("{}-{stamp:x}", meta.len()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for d in [dir.parent().unwrap(), dir.as_path()] {
+        eagle::host::chmod(d, 0o755).unwrap();
+    }
+    let target = dir.join(path.file_name().unwrap());
+    if !target.exists() {
+        let partial = dir.join(format!(
+            ".partial-{}-{:x}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        let copied = Command::new("cp")
+            .arg("-R")
+            .arg(path)
+            .arg(&partial)
+            .status()
+            .expect("cp");
+        assert!(copied.success(), "cannot copy {}", path.display());
+        Command::new("chmod")
+            .args(["-R", "a+rX"])
+            .arg(&partial)
+            .status()
+            .expect("chmod");
+        let _ = std::fs::rename(&partial, &target);
+        let _ = std::fs::remove_dir_all(&partial);
+        let _ = std::fs::remove_file(&partial);
+    }
+    target
+}
+
+/// The Unix user the tests' workers and analysis commands run as (Eagle
+/// refuses to run them as root): created once per test process if missing,
+/// never removed (another test process may be using it).
+pub fn worker_user() -> &'static str {
+    const NAME: &str = "eagle-test-worker";
+    static MADE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    MADE.get_or_init(|| {
+        let exists = || {
+            Command::new("id")
+                .arg(NAME)
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        if exists() || eagle::host::euid() != 0 {
+            return;
+        }
+        let out = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                NAME,
+            ])
+            .output()
+            .expect("useradd");
+        // Another test process may have made it meanwhile.
+        assert!(
+            out.status.success() || exists(),
+            "useradd {NAME}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+    NAME
+}
+
+/// How many migrations there are (the files of `migrations/sqlite`).
+pub fn migration_count() -> usize {
+    std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/sqlite"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "sql"))
+        })
+        .count()
 }
 
 /// The repository's own profiles directory.
@@ -170,7 +286,13 @@ impl Home {
                 std::fs::copy(&path, profiles.join(name)).unwrap();
             }
         }
+        // Workers run as the test worker user, who must pass through (not list).
+        eagle::host::chmod(dir.path(), 0o711).unwrap();
         let mut env = BTreeMap::new();
+        if eagle::host::euid() == 0 {
+            env.insert("EAGLE_RUNNER__WORKER_USER".into(), worker_user().into());
+            env.insert("EAGLE_ANALYZER__WORKER_USER".into(), worker_user().into());
+        }
         env.insert("HOME".into(), dir.path().display().to_string());
         env.insert("PATH".into(), std::env::var("PATH").unwrap_or_default());
         env.insert("EAGLE_PROFILES_DIR".into(), profiles.display().to_string());
@@ -178,7 +300,22 @@ impl Home {
             "EAGLE_DATA_DIR".into(),
             dir.path().join("data").display().to_string(),
         );
+        // The fake workers live in this repository and the tests' files in
+        // temporary directories, which a confined worker cannot reach: the
+        // sandbox is tried by `sandbox.rs` (and tests that turn it on).
+        env.insert("EAGLE_RUNNER__SANDBOX__MODE".into(), "off".into());
         Home { dir, env }
+    }
+
+    /// A directory in the home that workers (another user) may write to,
+    /// for files a test and its workers exchange.
+    pub fn exchange(&self) -> PathBuf {
+        let dir = self.dir.path().join("exchange");
+        if !dir.exists() {
+            std::fs::create_dir(&dir).unwrap();
+            eagle::host::chmod(&dir, 0o1777).unwrap();
+        }
+        dir
     }
 
     pub fn profiles(&self) -> PathBuf {

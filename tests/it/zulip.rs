@@ -185,6 +185,11 @@ impl Running {
         Running { child, log }
     }
 
+    /// The process's id (for signals a test sends it).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

@@ -36,6 +36,11 @@ pub struct AnalysisCommand {
     /// Where each analysis gets its directory.
     pub dir: PathBuf,
     pub user: Option<UnixUser>,
+    /// How the command is confined; `None`: unconfined (`mode = "off"`).
+    pub sandbox: Option<crate::sandbox::Confinement>,
+    /// Eagle's data directory: with a user of its own, the command may pass
+    /// through it (and below it, down to its directory), never list it.
+    pub data_dir: PathBuf,
 }
 
 impl AnalysisCommand {
@@ -52,6 +57,9 @@ impl AnalysisCommand {
         let work = base.join("work");
         let home = base.join("home");
         std::fs::create_dir_all(&base)?;
+        if self.user.is_some() {
+            self.passable()?;
+        }
         host::chmod(&self.dir, 0o711)?;
         host::chmod(&base, 0o711)?;
         for dir in [&work, &home] {
@@ -59,19 +67,37 @@ impl AnalysisCommand {
         }
         let exit_file = base.join("exit");
         let exit = std::fs::File::create(&exit_file)?;
-        let argv = self.argv(prompt, &work);
+        let argv = self.argv(&work);
+        // The prompt (the task's text) on stdin, never on the command line.
+        let input = crate::runner::prompt_input(&base, "prompt", prompt)?;
         let deadline = self.settings.hard_timeout + Duration::from_secs(30);
         let mut command = tokio::process::Command::new(&self.exe);
         command
             .arg("worker-shim")
             .arg("--deadline")
-            .arg(deadline.as_secs().to_string())
+            .arg(deadline.as_secs().to_string());
+        if let Some(confinement) = &self.sandbox {
+            // Its own directory writable, nothing of Eagle's readable; its
+            // egress bridge leads to `egress.sock` beside it (no network
+            // unless a proxy listens there).
+            let spec = confinement.spec(
+                vec![work.clone(), home.clone()],
+                Vec::new(),
+                std::slice::from_ref(&self.dir),
+                None,
+                Some(base.join("egress.sock")),
+            );
+            let path = base.join("sandbox.json");
+            spec.write_to(&path)?;
+            command.arg("--sandbox").arg(path);
+        }
+        command
             .arg("--")
             .args(&argv)
             .env_clear()
             .envs(self.environment(&home))
             .current_dir(&work)
-            .stdin(Stdio::null())
+            .stdin(Stdio::from(input))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
@@ -140,19 +166,27 @@ impl AnalysisCommand {
         }
     }
 
-    fn argv(&self, prompt: &str, work: &Path) -> Vec<String> {
-        let values: BTreeMap<&str, String> = [
-            ("prompt", prompt.to_string()),
-            ("workdir", work.display().to_string()),
-        ]
-        .into_iter()
-        .collect();
-        let mut argv: Vec<String> = self
-            .command
-            .argv
-            .iter()
-            .map(|word| crate::runner::fill(word, &values))
+    /// Lets the command's user pass through Eagle's directories from the
+    /// data directory down to the analyses' (not list them).
+    fn passable(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        for dir in self.dir.ancestors() {
+            if !dir.starts_with(&self.data_dir) {
+                break;
+            }
+            let meta = std::fs::metadata(dir)?;
+            if meta.uid() == host::euid() {
+                host::chmod(dir, (meta.permissions().mode() & 0o7777) | 0o011)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn argv(&self, work: &Path) -> Vec<String> {
+        let values: BTreeMap<&str, String> = [("workdir", work.display().to_string())]
+            .into_iter()
             .collect();
+        let mut argv = crate::runner::fill_argv(&self.command.argv, &values);
         if self.command.kind == WorkerKind::Claude && !argv.iter().any(|a| a == "--output-format") {
             argv.extend(["--output-format", "json"].map(String::from));
         }

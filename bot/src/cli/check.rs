@@ -11,6 +11,7 @@ use crate::profile::{Profile, ZulipCredentials};
 pub(super) async fn check(
     profile: &Profile,
     env: &BTreeMap<String, String>,
+    exe: Option<&std::path::Path>,
 ) -> anyhow::Result<ExitCode> {
     println!(
         "ok    profile {}: settings are valid ({})",
@@ -35,6 +36,7 @@ pub(super) async fn check(
     let mut local_ok = true;
     for (severity, text) in crate::runner::checks(profile)
         .into_iter()
+        .chain([crate::runner::sandbox_check(profile, exe)])
         .chain(integration_checks(profile))
     {
         use crate::runner::Severity;
@@ -138,6 +140,21 @@ fn integration_checks(profile: &Profile) -> Vec<(crate::runner::Severity, String
                     human(profile.analyzer.hard_timeout)
                 ),
             )),
+            None => {}
+        }
+        let as_root = crate::host::euid() == 0
+            && match profile.analyzer.worker_user.as_deref() {
+                None => true,
+                Some(name) => crate::host::lookup_user(name)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|u| u.uid == 0),
+            };
+        match &profile.analyzer.command {
+            Some(_) if as_root => {
+                out.push((Severity::Fail, crate::analyzer::ANALYSIS_AS_ROOT.into()))
+            }
+            Some(_) => {}
             None => out.push((
                 Severity::Ok,
                 "analyzer: filters only (no analysis command): kept tasks go to for_review".into(),

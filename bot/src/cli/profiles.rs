@@ -103,6 +103,31 @@ pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String
             ""
         }
     );
+    if profile.role == crate::profile::Role::Executor {
+        let sandbox = &profile.runner.sandbox;
+        let hosts = if sandbox.allow_hosts.is_empty() {
+            "no host".to_string()
+        } else {
+            sandbox
+                .allow_hosts
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "sandbox:       {} (workers reach {hosts}; {} processes, files up to {} MiB, {} open files, {} MiB on disk)",
+            match sandbox.mode {
+                crate::profile::SandboxMode::On => "on",
+                crate::profile::SandboxMode::Off => "OFF: workers run unconfined",
+            },
+            sandbox.max_processes,
+            sandbox.max_file_size >> 20,
+            sandbox.max_open_files,
+            sandbox.max_disk >> 20,
+        );
+    }
     for (i, plugin) in profile.policy.plugins.iter().enumerate() {
         let _ = writeln!(
             out,

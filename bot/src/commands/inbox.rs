@@ -344,6 +344,7 @@ impl ChatCommand for Why {
 
 impl Handler for Why {
     async fn handle(&self, cx: &mut CommandContext<'_, '_>) -> Result<CommandReply, StoreError> {
-        status::why(cx.tx, cx.message, self.0).await
+        let approver = cx.sender_is_approver();
+        status::why(cx.tx, cx.message, approver, self.0).await
     }
 }

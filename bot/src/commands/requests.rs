@@ -153,8 +153,8 @@ async fn decide(
             // approved only by its id: the approver names what they read.
             [one]
                 if approve
-                    && crate::effect::Effect::of(&one.action)
-                        .is_some_and(crate::effect::Effect::needs_request_id) =>
+                    && crate::effect::Kind::of(&one.action)
+                        .is_some_and(crate::effect::Kind::needs_request_id) =>
             {
                 return Ok(CommandReply::refused(format!(
                     "Run {run_id} waits on request {id} ({action}), which is approved only by \

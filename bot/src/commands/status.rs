@@ -11,7 +11,9 @@ use chrono::{DateTime, Utc};
 use super::CommandReply;
 use super::WhyTarget;
 use crate::message::{InboundMessage, Place};
-use crate::store::{Control, RUNNER_PRESENCE_PREFIX, Request, Run, StoreError, Task, Tx};
+use crate::store::{
+    Control, EgressRefusal, RUNNER_PRESENCE_PREFIX, Request, Run, StoreError, Task, Tx,
+};
 use crate::text::{neutralize_mentions, one_line};
 
 /// Open tasks and runs shown per `!status` page.
@@ -114,6 +116,12 @@ async fn executors_line(tx: &mut Tx) -> Result<String, StoreError> {
         0 => "**Executors**: none running (start one: `eagle run --profile executor`)".to_string(),
         n => format!("**Executors**: {n} running, {busy} worker(s) busy"),
     };
+    let unconfined = tx.live_leases(crate::sandbox::UNCONFINED_PRESENCE).await?;
+    if unconfined > 0 {
+        line.push_str(&format!(
+            " · **workers run unconfined** on {unconfined} of them (`[runner.sandbox] mode = \"off\"`: no sandbox)"
+        ));
+    }
     if tx.control(Control::Paused).await? {
         line.push_str(" · **paused** (`!resume` starts new work again)");
     }
@@ -191,6 +199,49 @@ fn run_line(run: &Run, requests: &[Request]) -> String {
 
 fn when(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+/// The destinations shown per run by `!status run N`.
+const REFUSALS_SHOWN: usize = 3;
+
+/// What the egress proxy refused the run, in one line (`None`: nothing):
+/// "network: refused 3 connections to `evil.example:443` (last …)".
+fn network_line(refusals: &[EgressRefusal]) -> Option<String> {
+    let total: i64 = refusals.iter().map(|r| r.count).sum();
+    let plural = |n: i64| if n == 1 { "connection" } else { "connections" };
+    let place = |r: &EgressRefusal| match r.host.as_str() {
+        crate::store::OTHER_HOSTS => "other hosts".to_string(),
+        host if host.contains(':') => format!("`[{host}]:{}`", r.port),
+        host => format!("`{host}:{}`", r.port),
+    };
+    match refusals {
+        [] => None,
+        [only] => Some(format!(
+            "network: refused {} {} to {} (last {})",
+            only.count,
+            plural(only.count),
+            place(only),
+            when(only.last_at)
+        )),
+        many => {
+            let mut parts: Vec<String> = many
+                .iter()
+                .take(REFUSALS_SHOWN)
+                .map(|r| format!("{} to {} (last {})", r.count, place(r), when(r.last_at)))
+                .collect();
+            if many.len() > REFUSALS_SHOWN {
+                parts.push(format!(
+                    "and {} more destinations",
+                    many.len() - REFUSALS_SHOWN
+                ));
+            }
+            Some(format!(
+                "network: refused {total} {}: {}",
+                plural(total),
+                parts.join(", ")
+            ))
+        }
+    }
 }
 
 pub(super) async fn task_status(
@@ -378,6 +429,10 @@ pub(super) async fn run_status(
     if let Some(who) = &run.waiting_on {
         out.push_str(&format!("waiting on: {}\n", echo(who)));
     }
+    if let Some(line) = network_line(&tx.egress_refusals(run.id).await?) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     let requests = tx.requests_of_run(run.id).await?;
     if !requests.is_empty() {
         out.push_str("requests:\n");
@@ -419,11 +474,33 @@ pub(super) async fn run_status(
     Ok(CommandReply::ok(out.trim_end().to_string()))
 }
 
+/// The task `!why` is asked about, directly or through its run or request.
+async fn task_of_target(tx: &mut Tx, target: WhyTarget) -> Result<Option<Task>, StoreError> {
+    let run_id = match target {
+        WhyTarget::Task(id) => return tx.task(id).await,
+        WhyTarget::Run(id) => Some(id),
+        WhyTarget::Request(id) => tx.request(id).await?.map(|r| r.run_id),
+    };
+    let Some(run) = (match run_id {
+        Some(id) => tx.run(id).await?,
+        None => None,
+    }) else {
+        return Ok(None);
+    };
+    tx.task_by_gid(&run.task_gid).await
+}
+
 pub(super) async fn why(
     tx: &mut Tx,
-    _message: &InboundMessage,
+    message: &InboundMessage,
+    approver: bool,
     target: WhyTarget,
 ) -> Result<CommandReply, StoreError> {
+    // A private task's trail quotes its text (skip reasons, the analysis,
+    // requests): shown only where `!status` would show the task.
+    let hidden = task_of_target(tx, target)
+        .await?
+        .is_some_and(|task| !visible(&task, message, approver));
     let subject = target.subject();
     let mut entries = tx.audit_trail(&subject).await?;
     if let WhyTarget::Run(run) = target {
@@ -440,6 +517,9 @@ pub(super) async fn why(
         )));
     }
     let mut out = format!("**Audit trail of {}**:\n", subject.replace(':', " "));
+    if hidden {
+        out.push_str("(a private task: what it says, and why, is shown only where it was asked)\n");
+    }
     let total = entries.len();
     let skip = total.saturating_sub(40);
     if skip > 0 {
@@ -471,7 +551,7 @@ pub(super) async fn why(
                 echo(&one_line(version, 32))
             ));
         }
-        if let Some(reason) = &entry.reason {
+        if let Some(reason) = entry.reason.as_ref().filter(|_| !hidden) {
             out.push_str(&format!(": {}", echo(&one_line(reason, 300))));
         }
         out.push('\n');

@@ -58,6 +58,11 @@ impl Handler for Go {
             )));
         }
         let reason = match task.status {
+            // A private task's skip reason may quote it: the run's topic is
+            // public, so only the fact of the override is said there.
+            TaskStatus::Skip if task.origin_private => {
+                format!("!go by {} overrides the skip", cx.who())
+            }
             TaskStatus::Skip => format!(
                 "!go by {} overrides the skip (it said: {})",
                 cx.who(),

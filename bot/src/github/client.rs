@@ -112,6 +112,20 @@ struct Inner {
     limits: Limits,
     last_write: tokio::sync::Mutex<Option<Instant>>,
     counters: Counters,
+    /// The token's own login (`GET /user`), asked once.
+    login: tokio::sync::OnceCell<String>,
+}
+
+impl GitHub {
+    /// The login the token belongs to: Eagle's own account. Asked of
+    /// GitHub once (`GET /user`), then kept.
+    pub async fn own_login(&self) -> Result<String, Error> {
+        self.inner
+            .login
+            .get_or_try_init(|| self.fetch_own_login())
+            .await
+            .cloned()
+    }
 }
 
 impl std::fmt::Debug for GitHub {
@@ -185,6 +199,7 @@ impl GitHub {
                 limits: Limits::default(),
                 last_write: tokio::sync::Mutex::new(None),
                 counters: Counters::default(),
+                login: tokio::sync::OnceCell::new(),
             }),
             retry: config.retry,
         })

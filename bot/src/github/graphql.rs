@@ -18,8 +18,9 @@ const THREADS_PER_PAGE: u32 = 100;
 /// At most this many pages of threads (10,000 threads).
 const MAX_THREAD_PAGES: usize = 100;
 
-/// The review threads query. Only the last comment of each thread is read:
-/// it decides whether the thread is open, and `last: 1` keeps the cost low.
+/// The review threads query. The last 20 comments of each thread are read:
+/// the newest one from someone with write access (or Eagle's own
+/// acknowledgement) decides whether the thread is open.
 const REVIEW_THREADS: &str = r#"
 query ReviewThreads($owner: String!, $name: String!, $number: Int!, $after: String) {
   repository(owner: $owner, name: $name) {
@@ -28,9 +29,9 @@ query ReviewThreads($owner: String!, $name: String!, $number: Int!, $after: Stri
         pageInfo { hasNextPage endCursor }
         nodes {
           id isResolved isOutdated path line
-          comments(last: 1) {
+          comments(last: 20) {
             totalCount
-            nodes { author { login } body createdAt }
+            nodes { author { login } authorAssociation body createdAt }
           }
         }
       }
@@ -241,6 +242,8 @@ mod wire {
     #[serde(rename_all = "camelCase")]
     pub struct Comment {
         author: Option<Actor>,
+        #[serde(default)]
+        author_association: Option<String>,
         body: String,
         created_at: String,
     }
@@ -260,7 +263,18 @@ mod wire {
 
     impl From<Thread> for ReviewThread {
         fn from(t: Thread) -> Self {
-            let last = t.comments.nodes.into_iter().flatten().last();
+            let comments: Vec<ThreadComment> = t
+                .comments
+                .nodes
+                .into_iter()
+                .flatten()
+                .map(|c| ThreadComment {
+                    author: c.author.map(|a| a.login),
+                    association: c.author_association,
+                    body: c.body,
+                    created_at: c.created_at,
+                })
+                .collect();
             ReviewThread {
                 id: t.id,
                 resolved: t.is_resolved,
@@ -268,11 +282,8 @@ mod wire {
                 path: t.path,
                 line: t.line,
                 comment_count: t.comments.total_count,
-                last_comment: last.map(|c| ThreadComment {
-                    author: c.author.map(|a| a.login),
-                    body: c.body,
-                    created_at: c.created_at,
-                }),
+                last_comment: comments.last().cloned(),
+                comments,
             }
         }
     }

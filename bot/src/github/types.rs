@@ -333,6 +333,8 @@ pub struct IssueComment {
     pub id: u64,
     /// The author; `None` for a deleted user.
     pub author: Option<String>,
+    /// The author's relation to the repository (`author_association`).
+    pub association: Option<String>,
     /// Its Markdown.
     pub body: String,
     /// When it was made (ISO 8601).
@@ -562,6 +564,8 @@ mod wire {
         #[serde(default)]
         user: Option<User>,
         #[serde(default)]
+        author_association: Option<String>,
+        #[serde(default)]
         body: Option<String>,
         created_at: String,
         html_url: String,
@@ -572,6 +576,7 @@ mod wire {
             super::IssueComment {
                 id: c.id,
                 author: c.user.map(|u| u.login),
+                association: c.author_association,
                 body: c.body.unwrap_or_default(),
                 created_at: c.created_at,
                 html_url: c.html_url,

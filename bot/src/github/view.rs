@@ -121,7 +121,15 @@ impl GitHub {
             Some(m) if !changed && !stale => (None, m.threads_read_at),
             _ => (Some(self.review_threads(repo, number).await?), now),
         };
-        let open = threads.as_ref().map(|t| open_threads(&t.threads));
+        // Only Eagle's own acknowledgements close a thread: its login is
+        // asked once; unknown, none is trusted.
+        let own = match &threads {
+            Some(_) => self.own_login().await.ok(),
+            None => None,
+        };
+        let open = threads
+            .as_ref()
+            .map(|t| open_threads(&t.threads, own.as_deref()));
         Ok(PullRequestView {
             repo: repo.clone(),
             pull,

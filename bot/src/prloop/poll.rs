@@ -107,6 +107,9 @@ impl PrLoop {
             settings: &watcher.settings,
             now,
         });
+        if let Step::NotItsPr { status } = &step {
+            return self.not_its_pr(run, number, status).await;
+        }
         let head = view.pull.head_sha.as_str();
         let mut triggered = None;
         if let Step::TriggerCi { how, status } = &step {
@@ -151,6 +154,7 @@ impl PrLoop {
             Step::Work { work, status, new } => (status.clone(), Some(*work), *new),
             Step::Merged => ("merged".to_string(), None, false),
             Step::Closed => ("closed without merging".to_string(), None, false),
+            Step::NotItsPr { status } => (status.clone(), None, false),
         };
         let mut tx = self.store.begin_write().await?;
         let Some(polled) = tx
@@ -329,26 +333,39 @@ impl PrLoop {
         // The newest human comment after `seen`: in the conversation, or
         // the last reply of a review thread.
         let mut human: Option<(DateTime<Utc>, String)> = None;
-        let mut consider = |at: &str, author: Option<&str>, body: &str| {
-            if let Ok(at) = at.parse::<DateTime<Utc>>()
-                && at >= seen
-                && by_human(author, body, &watcher.settings)
-                && human.as_ref().is_none_or(|(t, _)| at > *t)
-            {
-                human = Some((at, author.unwrap_or_default().to_string()));
-            }
-        };
+        // Only someone with write access steers a run.
+        let mut consider =
+            |at: &str, author: Option<&str>, association: Option<&str>, body: &str| {
+                if let Ok(at) = at.parse::<DateTime<Utc>>()
+                    && at >= seen
+                    && crate::github::threads::can_write(association)
+                    && by_human(author, body, &watcher.settings)
+                    && human.as_ref().is_none_or(|(t, _)| at > *t)
+                {
+                    human = Some((at, author.unwrap_or_default().to_string()));
+                }
+            };
         if pull.draft && comments_grew {
             for c in watcher
                 .client
                 .issue_comments(repo, pull.number, Some(seen))
                 .await?
             {
-                consider(&c.created_at, c.author.as_deref(), &c.body);
+                consider(
+                    &c.created_at,
+                    c.author.as_deref(),
+                    c.association.as_deref(),
+                    &c.body,
+                );
             }
             for t in view.threads.iter().flat_map(|t| &t.threads) {
                 if let Some(last) = &t.last_comment {
-                    consider(&last.created_at, last.author.as_deref(), &last.body);
+                    consider(
+                        &last.created_at,
+                        last.author.as_deref(),
+                        last.association.as_deref(),
+                        &last.body,
+                    );
                 }
             }
         }
@@ -408,5 +425,37 @@ fn pr_seen(view: &PullRequestView) -> PrSeen {
             CiState::NeverRan => "never ran".into(),
             CiState::Failed { failed } => format!("failed: {}", failed.join(", ")),
         },
+    }
+}
+
+impl PrLoop {
+    /// The worker named a PR that is not its run's: the run is held for its
+    /// owner (once), and nothing of that PR (its head, its state) is
+    /// recorded as the run's, so a `!retry` finds it not the run's again.
+    async fn not_its_pr(&self, run: &Run, number: i64, status: &str) -> Result<(), PollError> {
+        if run.held {
+            self.store.set_pr_status(run.id, status).await?;
+            return Ok(());
+        }
+        let owner = self.owner_label(run).await;
+        let mut tx = self.store.begin_write().await?;
+        tx.set_held(run.id, true, ACTOR, status, false).await?;
+        tx.set_waiting_on(run.id, Some(&owner), None).await?;
+        tx.insert_notice(run.id, "pr_held", &format!("PR #{number}: {status}"))
+            .await?;
+        self.poster
+            .post(
+                &mut tx,
+                &run.topic(),
+                &format!(
+                    "[STATUS: held] run:{} PR #{number}: {}",
+                    run.id,
+                    quote(status)
+                ),
+            )
+            .await?;
+        tx.commit().await?;
+        self.store.set_pr_status(run.id, status).await?;
+        Ok(())
     }
 }

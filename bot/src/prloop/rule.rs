@@ -11,6 +11,7 @@ use crate::github::{
 };
 use crate::profile::GithubSettings;
 use crate::store::{PrWork, Run, short_sha};
+use crate::text::one_line;
 
 /// What the loop remembers of a PR between polls (the run's `pr_poll`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +49,10 @@ pub enum Step {
     Hold { status: String },
     /// Green, reviewed, nothing unresolved.
     Complete { status: String },
+    /// The PR the worker named is not the run's own (another branch, or
+    /// merged or closed before the loop saw it open): the run is held for
+    /// its owner, and nothing of the PR is recorded as the run's.
+    NotItsPr { status: String },
     /// The PR was merged.
     Merged,
     /// The PR was closed without merging.
@@ -84,6 +89,8 @@ pub struct RunFacts {
     /// Its worker waits for answers: a request is open, or answered and
     /// not yet delivered to the worker that is to be resumed.
     pub waiting: bool,
+    /// The run's own branch: its PR must come from it.
+    pub branch: Option<String>,
 }
 
 impl RunFacts {
@@ -99,6 +106,7 @@ impl RunFacts {
             pr_work_done_at: run.pr_work_done_at,
             pr_rounds: run.pr_rounds,
             waiting: false,
+            branch: run.branch_name.clone(),
         }
     }
 }
@@ -177,6 +185,28 @@ pub fn next_step(f: &Facts<'_>) -> Step {
 /// Seed 003's rules, without the caps.
 fn rule(f: &Facts<'_>) -> Step {
     let pull = f.pr;
+    // Only the run's own PR counts: from its branch, and open when the loop
+    // first saw it (a worker naming a PR merged or closed already, its own
+    // or anyone's, neither completes nor abandons the run).
+    if let Some(branch) = f.run.branch.as_deref()
+        && pull.head_ref != branch
+    {
+        return Step::NotItsPr {
+            status: format!(
+                "the PR the worker named is from the branch {}, not the run's {}: it is not this run's PR",
+                one_line(&pull.head_ref, 100),
+                one_line(branch, 100)
+            ),
+        };
+    }
+    if f.run.head_sha.is_none() && (pull.merged || pull.closed) {
+        return Step::NotItsPr {
+            status: format!(
+                "the PR the worker named was {} before Eagle saw it open: it is not this run's work",
+                if pull.merged { "merged" } else { "closed" }
+            ),
+        };
+    }
     if pull.merged {
         return Step::Merged;
     }
@@ -361,6 +391,7 @@ mod tests {
         GithubSettings {
             api_url: url::Url::parse("https://api.github.com").unwrap(),
             repo: "acme/app".parse().unwrap(),
+            base: "main".into(),
             token: secrecy::SecretString::from("t".to_string()),
             required_checks: vec![],
             required_labels: vec![],
@@ -427,7 +458,7 @@ mod tests {
             Step::Work { work, new, .. } => format!("{} new={new}", work.as_str()),
             Step::Answers { .. } => "answers".into(),
             Step::TriggerCi { how, .. } => format!("trigger {how:?}"),
-            Step::Hold { .. } => "hold".into(),
+            Step::Hold { .. } | Step::NotItsPr { .. } => "hold".into(),
             Step::Complete { .. } => "complete".into(),
             Step::Merged => "merged".into(),
             Step::Closed => "closed".into(),
@@ -458,7 +489,41 @@ mod tests {
             ..pr(failed())
         };
         let cases: Vec<(&str, RunFacts, PrFacts, Vec<OpenThread>, &str)> = vec![
-            ("merged wins", seen(A), merged, vec![], "merged"),
+            ("merged wins", seen(A), merged.clone(), vec![], "merged"),
+            (
+                "merged before it was ever seen open: not the run's work",
+                RunFacts::default(),
+                merged.clone(),
+                vec![],
+                "hold",
+            ),
+            (
+                "closed before it was ever seen open",
+                RunFacts::default(),
+                closed.clone(),
+                vec![],
+                "hold",
+            ),
+            (
+                "another branch's PR, even merged",
+                RunFacts {
+                    branch: Some("eagle/run-2".into()),
+                    ..seen(A)
+                },
+                merged.clone(),
+                vec![],
+                "hold",
+            ),
+            (
+                "the run's own branch",
+                RunFacts {
+                    branch: Some("eagle/run-1".into()),
+                    ..seen(A)
+                },
+                merged,
+                vec![],
+                "merged",
+            ),
             ("closed", seen(A), closed, vec![], "closed"),
             (
                 "CI running: nothing",

@@ -9,7 +9,8 @@ use std::time::Duration;
 use secrecy::SecretString;
 
 use super::raw::{RawAnalyzer, RawAsana, RawGithub};
-use super::validate::{Origins, duration, env_names, unix_user, worker_command};
+use super::validate::{Origins, duration, unix_user, worker_command};
+use super::worker_env::env_names;
 use crate::github::Repo;
 
 use super::{AnalyzerSettings, AsanaSettings, GithubSettings, ProfileError, WorkerEnv};
@@ -104,6 +105,23 @@ pub(super) fn github(
         base,
         env,
     )?;
+    let base_branch = raw
+        .base
+        .map(|b| b.trim().to_string())
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| "main".into());
+    if base_branch.starts_with(['-', '/'])
+        || base_branch.contains("..")
+        || base_branch
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || "~^:?*[\\".contains(c))
+    {
+        return Err(origins.error(
+            "github.base",
+            None,
+            format!("{base_branch:?} is not a branch name"),
+        ));
+    }
     let merge_method = raw.merge_method.unwrap_or_else(|| "squash".into());
     if !MERGE_METHODS.contains(&merge_method.as_str()) {
         return Err(origins.error(
@@ -134,6 +152,7 @@ pub(super) fn github(
     Ok(GithubSettings {
         api_url,
         repo,
+        base: base_branch,
         token,
         required_checks: names(origins, "github.required_checks", raw.required_checks)?,
         required_labels: names(origins, "github.required_labels", raw.required_labels)?,

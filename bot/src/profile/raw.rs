@@ -27,6 +27,7 @@ const LIST_KEYS: &[&str] = &[
     "approvers",
     "channels",
     "runner.worker_env",
+    "runner.sandbox.allow_hosts",
     "analyzer.env",
     "github.required_checks",
     "github.required_labels",
@@ -61,6 +62,7 @@ const ENV_KEYS: &[&str] = &[
     "runner.worker_kind",
     "runner.max_workers",
     "runner.max_attempts",
+    "runner.max_waits",
     "runner.max_cost_usd",
     "runner.max_requests",
     "runner.worker_user",
@@ -75,6 +77,12 @@ const ENV_KEYS: &[&str] = &[
     "runner.prompts_dir",
     "runner.runs_dir",
     "runner.repo",
+    "runner.sandbox.mode",
+    "runner.sandbox.allow_hosts",
+    "runner.sandbox.max_processes",
+    "runner.sandbox.max_file_size",
+    "runner.sandbox.max_open_files",
+    "runner.sandbox.max_disk",
     "decisions.reminder_after",
     "decisions.approval_ttl",
     "analyzer.command",
@@ -88,6 +96,7 @@ const ENV_KEYS: &[&str] = &[
     "analyzer.inbox_topic",
     "github.api_url",
     "github.repo",
+    "github.base",
     "github.token_env",
     "github.token_file",
     "github.required_checks",
@@ -166,6 +175,7 @@ pub struct RawAnalyzer {
 pub struct RawGithub {
     pub api_url: Option<String>,
     pub repo: Option<String>,
+    pub base: Option<String>,
     pub token_env: Option<String>,
     pub token_file: Option<String>,
     pub required_checks: Option<Vec<String>>,
@@ -216,6 +226,7 @@ pub struct RawRunner {
     pub worker_kind: Option<String>,
     pub max_workers: Option<i64>,
     pub max_attempts: Option<i64>,
+    pub max_waits: Option<i64>,
     pub max_cost_usd: Option<f64>,
     pub max_requests: Option<i64>,
     pub worker_user: Option<String>,
@@ -234,6 +245,8 @@ pub struct RawRunner {
     pub kinds: Option<std::collections::BTreeMap<String, RawKindLimits>>,
     /// Extra rules for Claude Code's tool calls: command prefix → action.
     pub hook_rules: Option<std::collections::BTreeMap<String, String>>,
+    /// How workers are confined (`[runner.sandbox]`).
+    pub sandbox: Option<super::sandbox::RawSandbox>,
 }
 
 #[derive(Debug, Default, Deserialize)]

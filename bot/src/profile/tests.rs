@@ -255,6 +255,30 @@ fn bad_values_name_file_key_and_problem() {
             format!("{}: runner.worker_env[1]: ZULIP_API_KEY is Eagle's own: a worker must never hold it", file("p.toml")),
         ),
         (
+            "role = \"executor\"\n[runner.sandbox]\nmode = \"maybe\"\n",
+            "",
+            &[],
+            format!("{}: runner.sandbox.mode: \"maybe\" is neither \"on\" nor \"off\"", file("p.toml")),
+        ),
+        (
+            "role = \"executor\"\n[runner.sandbox]\nallow_hosts = [\"pypi.org\", \"evil host\"]\n",
+            "",
+            &[],
+            format!("{}: runner.sandbox.allow_hosts[1]: \"evil host\" is not a host name, \"*.domain\" or an IP address (with an optional :port)", file("p.toml")),
+        ),
+        (
+            "role = \"executor\"\n[runner.sandbox]\nmax_file_size = \"lots\"\n",
+            "",
+            &[],
+            format!("{}: runner.sandbox.max_file_size: \"lots\" is not a size like \"512MiB\" or \"2GiB\"", file("p.toml")),
+        ),
+        (
+            "role = \"executor\"\n[runner.sandbox]\nmax_processes = 0\n",
+            "",
+            &[],
+            format!("{}: runner.sandbox.max_processes: 0 is outside 1..=1048576", file("p.toml")),
+        ),
+        (
             "role = \"executor\"\n[runner]\nmax_workers = 0\n",
             "",
             &[],
@@ -501,4 +525,65 @@ fn plugin_config_tables_become_json() {
     let config: serde_json::Value = serde_json::from_str(&plugin.config_json).unwrap();
     assert_eq!(config["platform"], "macos");
     assert_eq!(config["sources"][1], "b");
+}
+
+#[test]
+fn the_sandbox_is_on_by_default_and_lets_claude_reach_its_model_api() {
+    let dir = Dir::new();
+    dir.write(
+        "p.toml",
+        "role = \"executor\"\n[runner]\nworker_command = \"claude -p {prompt}\"\nworker_env = [\"ANTHROPIC_BASE_URL\"]\n",
+    );
+    let profile = dir.load("p", &[]).unwrap();
+    let sandbox = &profile.runner.sandbox;
+    assert_eq!(sandbox.mode, SandboxMode::On);
+    assert!(sandbox.allows("api.anthropic.com", 443));
+    assert!(!sandbox.allows("example.com", 443));
+    // The worker's own base URL names the model API; Eagle's alone does not.
+    let profile = dir
+        .load("p", &[("ANTHROPIC_BASE_URL", "http://127.0.0.1:4010")])
+        .unwrap();
+    assert!(profile.runner.sandbox.allows("127.0.0.1", 4010));
+    assert!(!profile.runner.sandbox.allows("api.anthropic.com", 443));
+    dir.write(
+        "q.toml",
+        "role = \"executor\"\n[runner]\nworker_command = \"claude -p {prompt}\"\n",
+    );
+    let profile = dir
+        .load("q", &[("ANTHROPIC_BASE_URL", "http://127.0.0.1:4010")])
+        .unwrap();
+    assert!(profile.runner.sandbox.allows("api.anthropic.com", 443));
+    assert!(!profile.runner.sandbox.allows("127.0.0.1", 4010));
+}
+
+#[test]
+fn sandbox_settings_come_from_the_file_and_the_environment() {
+    let dir = Dir::new();
+    dir.write(
+        "p.toml",
+        "role = \"executor\"\n[runner.sandbox]\nmode = \"off\"\nallow_hosts = [\"pypi.org\"]\nmax_file_size = \"64MiB\"\n",
+    );
+    let profile = dir
+        .load(
+            "p",
+            &[
+                (
+                    "EAGLE_RUNNER__SANDBOX__ALLOW_HOSTS",
+                    "*.crates.io:443, 127.0.0.1:9",
+                ),
+                ("EAGLE_RUNNER__SANDBOX__MAX_OPEN_FILES", "256"),
+            ],
+        )
+        .unwrap();
+    let sandbox = &profile.runner.sandbox;
+    assert_eq!(sandbox.mode, SandboxMode::Off);
+    assert!(sandbox.allows("static.crates.io", 443));
+    assert!(sandbox.allows("127.0.0.1", 9));
+    assert!(
+        !sandbox.allows("pypi.org", 443),
+        "the environment replaces the list"
+    );
+    assert_eq!(sandbox.max_file_size, 64 << 20);
+    assert_eq!(sandbox.max_open_files, 256);
+    assert_eq!(sandbox.max_processes, 512);
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::raw::{RawDecisions, RawPlugin, RawProfile, RawRunner, RawUserRef};
+use super::worker_env::env_names;
 use super::{
     ChatSettings, DatabaseUrl, DecisionSettings, KindLimits, PluginLimits, PluginSource,
     PluginSpec, PolicySettings, Profile, ProfileError, Role, RunnerSettings, UserRef,
@@ -305,6 +306,21 @@ pub fn validate(
         &origins,
         &executor_channel,
     )?;
+    super::worker_env::refuse_token_envs(
+        [
+            (
+                "github.token_env",
+                raw.github.as_ref().and_then(|g| g.token_env.as_deref()),
+            ),
+            (
+                "asana.token_env",
+                raw.asana.as_ref().and_then(|a| a.token_env.as_deref()),
+            ),
+        ],
+        &runner,
+        &analyzer,
+        &origins,
+    )?;
     let github = raw
         .github
         .map(|raw| super::integrations::github(raw, &origins, base, env))
@@ -382,6 +398,14 @@ fn runner_settings(
             format!("{max_attempts} is outside 1..=100"),
         ));
     }
+    let max_waits = raw.max_waits.unwrap_or(20);
+    if !(1..=1000).contains(&max_waits) {
+        return Err(origins.error(
+            "runner.max_waits",
+            None,
+            format!("{max_waits} is outside 1..=1000"),
+        ));
+    }
     if let Some(cost) = raw.max_cost_usd
         && !(cost.is_finite() && cost > 0.0)
     {
@@ -400,12 +424,24 @@ fn runner_settings(
         ));
     }
     let worker_user = unix_user("runner.worker_user", raw.worker_user.as_deref(), origins)?;
+    let worker_names = env_names(
+        "runner.worker_env",
+        raw.worker_env.unwrap_or_default(),
+        origins,
+    )?;
+    let model_url = worker_names
+        .iter()
+        .any(|name| name == "ANTHROPIC_BASE_URL")
+        .then(|| origins.env.get("ANTHROPIC_BASE_URL").map(String::as_str))
+        .flatten();
+    let sandbox = super::sandbox::sandbox_settings(
+        raw.sandbox.unwrap_or_default(),
+        worker_command.as_ref().map(|c| c.kind),
+        model_url,
+        origins,
+    )?;
     let worker_env = WorkerEnv::resolve(
-        env_names(
-            "runner.worker_env",
-            raw.worker_env.unwrap_or_default(),
-            origins,
-        )?,
+        worker_names,
         raw.worker_path.filter(|p| !p.trim().is_empty()),
         origins.env,
     );
@@ -478,6 +514,7 @@ fn runner_settings(
         worker_command,
         max_workers,
         max_attempts,
+        max_waits,
         max_cost_usd: raw.max_cost_usd,
         max_requests: max_requests as usize,
         worker_user,
@@ -506,6 +543,7 @@ fn runner_settings(
         runs_dir: path("runner.runs_dir", raw.runs_dir.as_deref())?,
         repo: path("runner.repo", raw.repo.as_deref())?,
         hook_rules,
+        sandbox,
     })
 }
 
@@ -537,6 +575,12 @@ pub fn worker_command(text: &str, kind: Option<&str>) -> Result<WorkerCommand, S
                         .map(|p| format!("{{{p}}}"))
                         .collect::<Vec<_>>()
                         .join(", ")
+                ));
+            }
+            if name == "prompt" && word != "{prompt}" {
+                return Err(format!(
+                    "{word:?}: {{prompt}} must be a word of its own (the prompt is handed to the \
+                     program on its standard input, never on its command line)"
                 ));
             }
             has_prompt |= name == "prompt";
@@ -701,41 +745,6 @@ pub(super) fn unix_user(
         }
         Some(user) => Err(origins.error(key, None, format!("{user:?} is not a Unix user name"))),
     }
-}
-
-/// Names of environment variables a worker (or the analysis command) may
-/// see: valid names, and never one of Eagle's own.
-pub(super) fn env_names(
-    key: &str,
-    names: Vec<String>,
-    origins: &Origins<'_>,
-) -> Result<Vec<String>, ProfileError> {
-    let mut out = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        let name = name.trim();
-        let valid = !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !name.starts_with(|c: char| c.is_ascii_digit());
-        if !valid {
-            return Err(origins.error(
-                key,
-                Some(i),
-                format!("{name:?} is not an environment variable name"),
-            ));
-        }
-        if name.starts_with(super::ENV_PREFIX)
-            || name.starts_with("ZULIP_")
-            || name == "DATABASE_URL"
-        {
-            return Err(origins.error(
-                key,
-                Some(i),
-                format!("{name} is Eagle's own: a worker must never hold it"),
-            ));
-        }
-        out.push(name.to_string());
-    }
-    Ok(out)
 }
 
 pub(super) fn duration(value: Option<&str>, default: Duration) -> Result<Duration, String> {

@@ -12,7 +12,8 @@ use std::path::Path;
 
 use secrecy::{ExposeSecret as _, SecretString};
 
-use super::WorkerKind;
+use super::validate::Origins;
+use super::{ProfileError, WorkerKind};
 
 /// Variables every child keeps from Eagle's environment, if set.
 const PASSED_THROUGH: &[&str] = &["LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"];
@@ -123,6 +124,107 @@ impl WorkerEnv {
         }
         env
     }
+}
+
+/// Names a profile, git, `gh` or the database client read as a credential,
+/// and why: none may reach a worker.
+const CREDENTIALS: &[(&str, &str)] = &[
+    ("GITHUB_TOKEN", "github.token_env's default, and gh's"),
+    ("GH_TOKEN", "gh's token"),
+    ("GH_ENTERPRISE_TOKEN", "gh's token"),
+    ("GITHUB_ENTERPRISE_TOKEN", "gh's token"),
+    ("ASANA_TOKEN", "asana.token_env's default"),
+    ("PGPASSWORD", "the PostgreSQL password"),
+    ("PGPASSFILE", "the PostgreSQL password file"),
+    (
+        "PGSERVICEFILE",
+        "PostgreSQL connection settings, passwords included",
+    ),
+    ("GIT_ASKPASS", "git's credential prompt"),
+    ("SSH_AUTH_SOCK", "the SSH agent's keys"),
+];
+
+/// Why `name` is a credential, if it is one of [`CREDENTIALS`].
+pub(super) fn credential(name: &str) -> Option<&'static str> {
+    CREDENTIALS
+        .iter()
+        .find(|(known, _)| *known == name)
+        .map(|(_, why)| *why)
+}
+
+/// Names of environment variables a worker (or the analysis command) may
+/// see: valid names, never one of Eagle's own, never a credential.
+pub(super) fn env_names(
+    key: &str,
+    names: Vec<String>,
+    origins: &Origins<'_>,
+) -> Result<Vec<String>, ProfileError> {
+    let mut out = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let name = name.trim();
+        let valid = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit());
+        if !valid {
+            return Err(origins.error(
+                key,
+                Some(i),
+                format!("{name:?} is not an environment variable name"),
+            ));
+        }
+        if name.starts_with(super::ENV_PREFIX)
+            || name.starts_with("ZULIP_")
+            || name == "DATABASE_URL"
+        {
+            return Err(origins.error(
+                key,
+                Some(i),
+                format!("{name} is Eagle's own: a worker must never hold it"),
+            ));
+        }
+        if let Some(why) = credential(name) {
+            return Err(origins.error(
+                key,
+                Some(i),
+                format!(
+                    "{name} is a credential ({why}): a worker holds none; Eagle pushes, opens PRs, \
+                     comments and merges for it (eagle request push_branch, open_draft_pr, …)"
+                ),
+            ));
+        }
+        out.push(name.to_string());
+    }
+    Ok(out)
+}
+
+/// The token variables this profile reads (`github.token_env`,
+/// `asana.token_env`) are credentials too: no child gets them.
+pub(super) fn refuse_token_envs(
+    token_envs: [(&str, Option<&str>); 2],
+    runner: &super::RunnerSettings,
+    analyzer: &super::AnalyzerSettings,
+    origins: &Origins<'_>,
+) -> Result<(), ProfileError> {
+    // The token variables this profile reads are credentials too.
+    let token_envs: Vec<(&str, &str)> = token_envs
+        .into_iter()
+        .filter_map(|(key, name)| Some((key, name?.trim())))
+        .collect();
+    for (list, names) in [
+        ("runner.worker_env", &runner.worker_env.names),
+        ("analyzer.env", &analyzer.env.names),
+    ] {
+        for (i, name) in names.iter().enumerate() {
+            if let Some((key, _)) = token_envs.iter().find(|(_, t)| t == name) {
+                return Err(origins.error(
+                    list,
+                    Some(i),
+                    format!("{name} is a credential (this profile's {key}): a worker holds none"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

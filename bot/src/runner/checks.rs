@@ -28,6 +28,10 @@ pub fn checks(profile: &Profile) -> Vec<(Severity, String)> {
             None => out.push((Severity::Fail, NO_WORKER_COMMAND.to_string())),
         }
         match profile.runner.worker_user.as_deref().map(host::lookup_user) {
+            None if host::euid() == 0 => out.push((Severity::Fail, super::WORKERS_AS_ROOT.into())),
+            Some(Ok(Some(user))) if user.uid == 0 && host::euid() == 0 => {
+                out.push((Severity::Fail, super::WORKERS_AS_ROOT.into()))
+            }
             None => out.push((
                 Severity::Warn,
                 "workers run as Eagle's own user: a worker could read what Eagle reads (the \
@@ -85,4 +89,42 @@ pub fn checks(profile: &Profile) -> Vec<(Severity, String)> {
     private("the zuliprc", &profile.zuliprc);
     private("the profile", &profile.path);
     out
+}
+/// What `eagle check` says about the sandbox: confined (and how, probed
+/// for real as the worker user), unconfined because the profile says so,
+/// or unable to confine here (then workers do not start).
+pub fn sandbox_check(profile: &Profile, exe: Option<&std::path::Path>) -> (Severity, String) {
+    if crate::sandbox::limits_of(profile).is_none() {
+        return (
+            Severity::Warn,
+            "sandbox: off ([runner.sandbox] mode = \"off\"): workers and the analysis command run UNCONFINED, \
+             with what their user can read and write and the whole network"
+                .into(),
+        );
+    }
+    let Some(exe) = exe else {
+        return (
+            Severity::Warn,
+            "sandbox: cannot tell where the eagle binary is to probe the kernel".into(),
+        );
+    };
+    let user = profile
+        .runner
+        .worker_user
+        .as_deref()
+        .and_then(|name| host::lookup_user(name).ok().flatten())
+        .filter(|user| user.uid != host::euid());
+    match crate::sandbox::probe(exe, user.as_ref()) {
+        Ok(what) => (
+            Severity::Ok,
+            format!("sandbox: workers run confined ({what})"),
+        ),
+        Err(why) => (
+            Severity::Fail,
+            format!(
+                "sandbox: this host cannot confine workers ({why}): they will not start; \
+                 fix the kernel's settings, or set [runner.sandbox] mode = \"off\" to run them unconfined"
+            ),
+        ),
+    }
 }

@@ -26,6 +26,11 @@ use crate::store::{
 
 /// How long a worker has to send its question once connected.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections one attempt's socket serves at once; one over it is closed
+/// at once (`eagle request` and the hook reconnect, so a burst only waits).
+/// With [`MAX_LINE`] per question, what a worker can make the runner hold
+/// is bounded.
+pub(super) const MAX_CONNECTIONS: usize = 32;
 
 /// What the socket of one attempt knows.
 #[derive(Debug)]
@@ -72,6 +77,10 @@ pub(super) async fn serve(
         tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
+                Ok((stream, _)) if connections.len() >= MAX_CONNECTIONS => {
+                    tracing::debug!(run = ctx.fence.run, "the run's socket is busy; a connection is closed");
+                    drop(stream);
+                }
                 Ok((stream, _)) => {
                     let ctx = Arc::clone(&ctx);
                     connections.spawn(async move { handle(stream, &ctx).await });
@@ -180,6 +189,9 @@ async fn request(
     if let Some(refusal) = body_refusal(&body) {
         return Ok(Answer::new(Status::Invalid, refusal));
     }
+    if let Some(refused) = super::effects::precheck(ctx, &action, &body).await? {
+        return Ok(refused);
+    }
     let key: String = key.chars().filter(|c| !c.is_control()).take(200).collect();
     let new = NewRequest {
         run_id: ctx.fence.run,
@@ -200,6 +212,9 @@ async fn request(
     let Some(request) = decided else {
         return Ok(Answer::new(Status::Stop, stop_reason(ctx)));
     };
+    if let Some(carried) = super::effects::after_approval(ctx, &request).await? {
+        return Ok(carried);
+    }
     finish(ctx, &[request], "eagle request").await
 }
 
@@ -420,5 +435,6 @@ async fn finish(ctx: &SocketCtx, requests: &[Request], what: &str) -> Result<Ans
         reason: String::new(),
         request: requests.last().map(|r| r.id),
         note,
+        outcome: None,
     }))
 }

@@ -37,7 +37,6 @@ const EGRESS_SUFFIX: &str = ".egress";
 /// The run's egress socket: beside its request socket, one per attempt.
 /// The egress proxy listens there (for the worker, outside the sandbox); the
 /// sandbox's in-namespace bridge forwards `127.0.0.1:3128` to it.
-#[allow(dead_code)] // until the egress proxy and the sandbox's bridge use it
 pub(crate) fn egress_socket_path(request_socket: &Path) -> PathBuf {
     let mut name = request_socket.as_os_str().to_owned();
     name.push(EGRESS_SUFFIX);
@@ -104,24 +103,63 @@ impl RunDir {
         }
     }
 
-    pub fn socket_path(&self, shared: &Shared, run_id: i64, attempt: i64) -> PathBuf {
+    pub fn socket_path(
+        &self,
+        shared: &Shared,
+        run_id: i64,
+        attempt: i64,
+    ) -> std::io::Result<PathBuf> {
         let path = self.eagle.join(format!("sock-{attempt}"));
         if path.as_os_str().len() <= MAX_SOCKET_PATH {
-            return path;
+            return Ok(path);
         }
-        // A deep runs directory: the socket goes to a short private place.
-        let dir = std::env::temp_dir().join(format!("eagle-{}", host::euid()));
-        let _ = std::fs::create_dir_all(&dir);
-        let _ = host::chmod(
-            &dir,
-            if shared.worker_user.is_some() {
-                0o711
-            } else {
-                0o700
-            },
-        );
-        dir.join(format!("r{run_id}-{attempt}-{:08x}", fastrand::u32(..)))
+        // A deep runs directory: the socket goes to a short place of Eagle's own.
+        let mode = if shared.worker_user.is_some() {
+            0o711
+        } else {
+            0o700
+        };
+        let dir = private_dir(
+            &std::env::temp_dir(),
+            &format!("eagle-{}", host::euid()),
+            mode,
+        )?;
+        Ok(dir.join(format!("r{run_id}-{attempt}-{:08x}", fastrand::u32(..))))
     }
+}
+
+/// `<parent>/<name>`, a directory of Eagle's own: created if missing, and
+/// used only if it is a real directory (not a symlink), owned by Eagle's
+/// user and writable by nobody else; otherwise refused (someone may have
+/// planted it in a shared directory such as `/tmp`). Its mode is then set
+/// to `mode`.
+fn private_dir(parent: &Path, name: &str, mode: u32) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let dir = parent.join(name);
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(&dir)?;
+    let refuse = |why: &str| {
+        Err(std::io::Error::other(format!(
+            "{} {why}: refusing to put a run's socket there (remove it, or set runner.runs_dir \
+             to a shorter path)",
+            dir.display()
+        )))
+    };
+    if !meta.file_type().is_dir() {
+        return refuse("is not a directory (a symlink or a file)");
+    }
+    if meta.uid() != host::euid() {
+        return refuse("belongs to another user");
+    }
+    if meta.permissions().mode() & 0o022 != 0 {
+        return refuse("is writable by other users");
+    }
+    host::chmod(&dir, mode)?;
+    Ok(dir)
 }
 
 /// Creates what a run needs before a worker starts (idempotent: later
@@ -203,6 +241,9 @@ async fn clone_repo(
         "clone",
         "--quiet",
         "--template=",
+        // Pushes go through Eagle (`git-remote-eagle`, on the worker's PATH).
+        "--config",
+        "remote.origin.pushurl=eagle::origin",
     ])
     .arg(repo)
     .arg(&dir.work)
@@ -288,7 +329,6 @@ pub(super) struct Launch {
 /// plus what the runner adds for Claude Code.
 pub(super) fn argv(shared: &Shared, dir: &RunDir, launch: &Launch) -> Vec<String> {
     let values: BTreeMap<&str, String> = [
-        ("prompt", launch.prompt.clone()),
         ("workdir", dir.work.display().to_string()),
         ("run", launch.run.to_string()),
         ("task", launch.task_id.to_string()),
@@ -296,12 +336,7 @@ pub(super) fn argv(shared: &Shared, dir: &RunDir, launch: &Launch) -> Vec<String
     ]
     .into_iter()
     .collect();
-    let mut argv: Vec<String> = shared
-        .command
-        .argv
-        .iter()
-        .map(|word| fill(word, &values))
-        .collect();
+    let mut argv = fill_argv(&shared.command.argv, &values);
     if shared.command.kind == WorkerKind::Claude {
         if let Some((session, resume)) = &launch.session {
             argv.push(if *resume { "--resume" } else { "--session-id" }.into());
@@ -324,6 +359,46 @@ pub(super) fn argv(shared: &Shared, dir: &RunDir, launch: &Launch) -> Vec<String
         }
     }
     argv
+}
+
+/// A command template's words filled with `values`, without the `{prompt}`
+/// word: the prompt is handed over on standard input ([`prompt_input`]),
+/// never on the command line, where `/proc/<pid>/cmdline` shows it to every
+/// local user. (Validation makes `{prompt}` a word of its own.)
+pub(crate) fn fill_argv(template: &[String], values: &BTreeMap<&str, String>) -> Vec<String> {
+    template
+        .iter()
+        .filter(|word| word.as_str() != PROMPT_WORD)
+        .map(|word| fill(word, values))
+        .collect()
+}
+
+/// The template word that stands for the prompt.
+const PROMPT_WORD: &str = "{prompt}";
+
+/// The prompt as a standard input nobody else can read: written to
+/// `<dir>/<name>` (created afresh, 0600, Eagle's), opened, and unlinked at
+/// once, so only the descriptor handed to the child reads it.
+pub(crate) fn prompt_input(dir: &Path, name: &str, prompt: &str) -> std::io::Result<File> {
+    use std::io::{Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(name);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    file.write_all(prompt.as_bytes())?;
+    file.rewind()?;
+    Ok(file)
 }
 
 /// Puts `values` into `{name}` placeholders of one word (unknown ones stay).
@@ -404,8 +479,8 @@ pub(super) fn log_path(shared: &Shared, task_gid: &str, kind: PromptKind) -> Pat
 
 /// Starts the worker through the shim: a new session (its own process
 /// group), the run's working directory, the given environment only, the
-/// worker user, stdout and stderr into the work log, and the exit file on
-/// descriptor 3.
+/// worker user, the prompt on stdin ([`prompt_input`]), stdout and stderr
+/// into the work log, and the exit file on descriptor 3.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn start(
     shared: &Shared,
@@ -416,6 +491,8 @@ pub(super) fn start(
     log: &Path,
     exit_file: &Path,
     shim_deadline: std::time::Duration,
+    sandbox: Option<&Path>,
+    prompt: File,
 ) -> std::io::Result<Started> {
     if let Some(parent) = log.parent() {
         std::fs::create_dir_all(parent)?;
@@ -431,13 +508,17 @@ pub(super) fn start(
         .arg("--deadline")
         .arg(shim_deadline.as_secs().to_string())
         .arg("--rules")
-        .arg(rules)
+        .arg(rules);
+    if let Some(spec) = sandbox {
+        command.arg("--sandbox").arg(spec);
+    }
+    command
         .arg("--")
         .args(argv)
         .env_clear()
         .envs(env)
         .current_dir(workdir)
-        .stdin(Stdio::null())
+        .stdin(Stdio::from(prompt))
         .stdout(Stdio::from(log_file))
         .stderr(Stdio::from(log_err))
         .kill_on_drop(false);
@@ -456,40 +537,59 @@ pub(super) fn start(
     })
 }
 
-/// A fresh secret for one attempt: 32 random bytes, hex.
-pub(super) fn new_token() -> String {
+/// Writes the sandbox spec of one attempt beside the run's other files of
+/// Eagle (the worker may read it, not change it): its working directory
+/// and HOME writable, the run's files of Eagle readable, its request
+/// socket and egress socket bridged. `None` when workers run unconfined.
+pub(super) fn sandbox_spec(
+    shared: &Shared,
+    dir: &RunDir,
+    socket: &Path,
+    attempt: i64,
+) -> std::io::Result<Option<PathBuf>> {
+    let Some(confinement) = &shared.sandbox else {
+        return Ok(None);
+    };
+    let spec = confinement.spec(
+        vec![dir.work.clone(), dir.home.clone()],
+        vec![dir.eagle.clone()],
+        &[],
+        Some(socket.to_path_buf()),
+        Some(egress_socket_path(socket)),
+    );
+    let path = dir.eagle.join(format!("sandbox-{attempt}.json"));
+    spec.write_to(&path)?;
+    Ok(Some(path))
+}
+
+/// A fresh secret for one attempt: 32 bytes from the kernel's CSPRNG, hex.
+/// No weaker source stands in: without the kernel's randomness the worker
+/// does not start.
+pub(super) fn new_token() -> std::io::Result<String> {
     let mut bytes = [0u8; 32];
-    for b in &mut bytes {
-        *b = fastrand::u8(..);
-    }
-    // fastrand is not a CSPRNG: mix in the kernel's randomness when available.
-    if let Ok(mut f) = File::open("/dev/urandom") {
-        use std::io::Read;
-        let mut kernel = [0u8; 32];
-        if f.read_exact(&mut kernel).is_ok() {
-            for (b, k) in bytes.iter_mut().zip(kernel) {
-                *b ^= k;
-            }
-        }
-    }
-    crate::text::hex(&bytes)
+    getrandom::fill(&mut bytes).map_err(|error| {
+        std::io::Error::other(format!(
+            "cannot draw a run token from the kernel's random source: {error}"
+        ))
+    })?;
+    Ok(crate::text::hex(&bytes))
 }
 
 /// A random version-4 UUID (Claude Code's session ids).
-pub(super) fn new_uuid() -> String {
-    let hex = new_token();
+pub(super) fn new_uuid() -> std::io::Result<String> {
+    let hex = new_token()?;
     let mut chars: Vec<char> = hex[..32].chars().collect();
     chars[12] = '4';
-    chars[16] = ['8', '9', 'a', 'b'][fastrand::usize(..4)];
+    chars[16] = ['8', '9', 'a', 'b'][usize::from(hex.as_bytes()[40] % 4)];
     let s: String = chars.into_iter().collect();
-    format!(
+    Ok(format!(
         "{}-{}-{}-{}-{}",
         &s[..8],
         &s[8..12],
         &s[12..16],
         &s[16..20],
         &s[20..32]
-    )
+    ))
 }
 
 #[cfg(test)]
@@ -509,6 +609,41 @@ mod tests {
     }
 
     #[test]
+    fn the_short_socket_directory_is_eagles_own_or_refused() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let parent = tempfile::tempdir().unwrap();
+        let made = private_dir(parent.path(), "fresh", 0o700).unwrap();
+        let meta = std::fs::symlink_metadata(&made).unwrap();
+        assert!(meta.is_dir());
+        assert_eq!(meta.uid(), host::euid());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        // Found again: still fine.
+        assert_eq!(private_dir(parent.path(), "fresh", 0o711).unwrap(), made);
+
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), parent.path().join("planted")).unwrap();
+        let error = private_dir(parent.path(), "planted", 0o700).unwrap_err();
+        assert!(error.to_string().contains("is not a directory"), "{error}");
+
+        let open = parent.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        host::chmod(&open, 0o777).unwrap();
+        let error = private_dir(parent.path(), "open", 0o700).unwrap_err();
+        assert!(
+            error.to_string().contains("writable by other users"),
+            "{error}"
+        );
+
+        if host::euid() == 0 {
+            let theirs = parent.path().join("theirs");
+            std::fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::lchown(&theirs, Some(65534), Some(65534)).unwrap();
+            let error = private_dir(parent.path(), "theirs", 0o700).unwrap_err();
+            assert!(error.to_string().contains("another user"), "{error}");
+        }
+    }
+
+    #[test]
     fn the_egress_socket_sits_beside_the_request_socket() {
         let path = egress_socket_path(Path::new("/runs/7/eagle/sock-2"));
         assert_eq!(path, Path::new("/runs/7/eagle/sock-2.egress"));
@@ -516,10 +651,11 @@ mod tests {
 
     #[test]
     fn tokens_and_uuids_look_right() {
-        let token = new_token();
+        let token = new_token().unwrap();
         assert_eq!(token.len(), 64);
-        assert_ne!(token, new_token());
-        let uuid = new_uuid();
+        assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(token, new_token().unwrap());
+        let uuid = new_uuid().unwrap();
         assert_eq!(uuid.len(), 36);
         assert_eq!(&uuid[14..15], "4");
     }

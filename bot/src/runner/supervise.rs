@@ -124,6 +124,8 @@ struct Worker {
     socket_path: PathBuf,
     stop_tx: watch::Sender<Option<String>>,
     socket_stop: CancellationToken,
+    /// The worker's way to the network, while it runs.
+    egress: Option<crate::egress::EgressProxy>,
     requests: Arc<AtomicUsize>,
     /// Lines read but not yet recorded (a database error is retried).
     unprocessed: Vec<LogLine>,
@@ -185,6 +187,7 @@ impl Worker {
             socket_path: handle.socket_path,
             stop_tx,
             socket_stop: CancellationToken::new(),
+            egress: None,
             requests: Arc::new(AtomicUsize::new(0)),
             unprocessed: Vec::new(),
             done: None,

@@ -47,6 +47,10 @@ pub struct Answer {
     /// An approver's note.
     #[serde(default)]
     pub note: Option<String>,
+    /// What Eagle carried out for an approved effect (the pushed sha, the
+    /// PR's number and address, the comment's address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<crate::effect::Carried>,
 }
 
 /// How a question was answered.
@@ -73,6 +77,7 @@ impl Answer {
             reason: reason.into(),
             request: None,
             note: None,
+            outcome: None,
         }
     }
 }

@@ -6,7 +6,7 @@ use super::{NewAuditEntry, QueryContext, Result, Run, StoreError, Tx, on_tx};
 
 impl Tx {
     /// Sets or clears `held` on a run that has not ended (`!hold`, `!unhold`,
-    /// `!retry`). Clearing it also clears the failures count and who the run
+    /// `!retry`). Clearing it also clears the failures (and waits) count and who the run
     /// was waiting on, so that the run is claimed again. Audited.
     pub async fn set_held(
         &mut self,
@@ -33,6 +33,7 @@ impl Tx {
                 "UPDATE executor_runs SET held = $2, updated_at = $3, \
                  waiting_on = CASE WHEN $2 THEN waiting_on ELSE NULL END, \
                  failures = CASE WHEN $4 THEN 0 ELSE failures END, \
+                 waits = CASE WHEN $4 THEN 0 ELSE waits END, \
                  ci_attempts = CASE WHEN $4 THEN 0 ELSE ci_attempts END, \
                  pr_rounds = CASE WHEN $4 THEN 0 ELSE pr_rounds END, \
                  cost_cap_usd = CASE WHEN $4 AND cost_cap_usd IS NOT NULL AND cost_usd >= cost_cap_usd \

@@ -627,15 +627,18 @@ impl Store {
         .op("listing a run's requests")
     }
 
-    /// Approved requests Eagle carries out itself (`merge_pr`,
-    /// `post_asana_comment`) and has not yet, oldest first. A request that
+    /// Approved requests Eagle's carrier carries out (`merge_pr`,
+    /// `post_asana_comment`, and `open_draft_pr`, `comment_on_pr`,
+    /// `reply_thread` with their parameters; a push is the runner's) and has not yet, oldest first. A request that
     /// reused an earlier human approval (`bound_to`) is that approval's
     /// repetition, not a second merge.
     pub async fn requests_to_carry_out(&self, limit: i64) -> Result<Vec<Request>> {
         on_pool!(self, pool => {
             sqlx::query_as(select(
                 "WHERE status = 'approved' AND carried_out_at IS NULL AND bound_to IS NULL \
-                 AND action IN ('merge_pr', 'post_asana_comment') ORDER BY id LIMIT $1",
+                 AND (action IN ('merge_pr', 'post_asana_comment') \
+                 OR (action IN ('open_draft_pr', 'comment_on_pr', 'reply_thread') AND body LIKE '{%')) \
+                 ORDER BY id LIMIT $1",
             ))
             .bind(limit)
             .fetch_all(pool)

@@ -173,7 +173,8 @@ impl Tx {
                  updated_at = $4, completed_at = CASE WHEN $5 THEN $4 ELSE NULL END, \
                  waiting_on = CASE WHEN $5 THEN NULL ELSE waiting_on END, \
                  held = CASE WHEN $5 THEN FALSE ELSE held END, \
-                 failures = CASE WHEN $6 THEN 0 ELSE failures END \
+                 failures = CASE WHEN $6 THEN 0 ELSE failures END, \
+                 waits = CASE WHEN $6 THEN 0 ELSE waits END \
                  WHERE id = $1 AND state = $7",
             )
             .bind(run)

@@ -63,6 +63,9 @@ pub enum RunEnd {
     /// It stopped to wait for decisions (escalated or still pending); the
     /// run is resumed once they are made.
     Waiting,
+    /// It stopped to wait once more than `max_waits` allows: counted like
+    /// [`RunEnd::Waiting`], and the run is held for the owner.
+    WaitedTooOften { reason: String, owner: String },
     /// It was stopped on purpose (`!hold`, `!hold all`, `!cancel`).
     Stopped { reason: String },
     /// It reached the run's cost cap: held for the owner.
@@ -194,6 +197,11 @@ impl Tx {
         if let Some(slot) = run.slot {
             self.release_slot(slot, run.id).await?;
         }
+        let waits = run.waits
+            + i64::from(matches!(
+                end,
+                RunEnd::Waiting | RunEnd::WaitedTooOften { .. }
+            ));
         let (failures, held, waiting_on, reason) = match end {
             RunEnd::Failed {
                 reason,
@@ -212,7 +220,7 @@ impl Tx {
                 };
                 (failures, give_up || run.held, waiting, reason.clone())
             }
-            RunEnd::CostCap { reason, owner } => {
+            RunEnd::CostCap { reason, owner } | RunEnd::WaitedTooOften { reason, owner } => {
                 (run.failures, true, Some(owner.clone()), reason.clone())
             }
             RunEnd::Stopped { reason } => (
@@ -245,7 +253,7 @@ impl Tx {
              worker_alive_until = NULL, worker_exit_code = $4, lease_owner = NULL, \
              lease_expires_at = NULL, slot = NULL, failures = $5, held = $6, \
              waiting_on = $7, state_reason = $8, updated_at = $9, \
-             worker_stuck_count = worker_stuck_count + $10",
+             worker_stuck_count = worker_stuck_count + $10, waits = $11",
             exit_code,
             failures,
             held,
@@ -253,6 +261,7 @@ impl Tx {
             &reason,
             now,
             i64::from(matches!(end, RunEnd::Failed { .. })),
+            waits,
         )?;
         self.audit(&NewAuditEntry {
             actor: actor.clone(),
@@ -266,7 +275,7 @@ impl Tx {
                     RunEnd::Failed { .. } => "retry",
                     RunEnd::Waiting => "waiting",
                     RunEnd::Stopped { .. } => "stopped",
-                    RunEnd::CostCap { .. } => "held",
+                    RunEnd::CostCap { .. } | RunEnd::WaitedTooOften { .. } => "held",
                 }
                 .into(),
             ),
@@ -294,11 +303,16 @@ impl Tx {
         if let RunEnd::PrWorkDone { outcome, .. } = end {
             self.pr_work_done(fence.run, *outcome, now).await?;
         }
-        if held && matches!(end, RunEnd::Failed { .. } | RunEnd::CostCap { .. }) {
-            let kind = if matches!(end, RunEnd::CostCap { .. }) {
-                "cost_cap"
-            } else {
-                "attempts"
+        if held
+            && matches!(
+                end,
+                RunEnd::Failed { .. } | RunEnd::CostCap { .. } | RunEnd::WaitedTooOften { .. }
+            )
+        {
+            let kind = match end {
+                RunEnd::CostCap { .. } => "cost_cap",
+                RunEnd::WaitedTooOften { .. } => "waits",
+                _ => "attempts",
             };
             self.insert_notice(fence.run, kind, &reason).await?;
         }

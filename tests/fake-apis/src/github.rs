@@ -41,6 +41,7 @@ mod errors;
 mod graphql;
 mod issues;
 pub(crate) mod model;
+mod opening;
 mod paging;
 mod pulls;
 mod quota;

@@ -11,14 +11,19 @@ use tokio_util::sync::CancellationToken;
 
 use super::judge::wait_for_exit;
 use super::{Ending, Worker};
+use crate::egress;
 use crate::host;
 use crate::runner::LEASE;
 use crate::runner::socket::{self, SocketCtx};
-use crate::runner::spawn::RunDir;
+use crate::runner::spawn::{RunDir, egress_socket_path};
 use crate::store::{Control, RunState, StoreError};
 
 /// How often the log is read and the watchdogs are checked.
 const TICK: Duration = Duration::from_millis(200);
+/// The most of a work log read and held at once (in lines not yet
+/// recorded): a worker that writes faster is read on at the next tick,
+/// never held whole in memory.
+pub(super) const MAX_UNPROCESSED_BYTES: usize = 8 << 20;
 /// Between SIGTERM and SIGKILL when a worker is killed.
 pub(super) const KILL_GRACE: Duration = Duration::from_secs(5);
 
@@ -28,14 +33,40 @@ impl Worker {
         format!("run {}", self.fence.run)
     }
 
-    /// Answers the worker's requests again on its run's socket (a
-    /// re-adopted worker reconnects to the same path).
+    /// Answers the worker's requests again on its run's socket, and serves
+    /// its egress proxy again (a re-adopted worker reconnects to the same
+    /// paths).
     pub(super) fn serve_socket(&mut self, token_sha256: String) {
         match socket::bind(&self.socket_path, &self.shared) {
             Ok(listener) => self.serve_listener(listener, token_sha256),
             Err(error) => {
                 tracing::error!(%error, run = self.fence.run, "cannot listen on the run's socket again");
             }
+        }
+        let path = egress_socket_path(&self.socket_path);
+        match egress::bind(&path, self.shared.worker_user.as_ref()) {
+            Ok(listener) => self.serve_egress(listener),
+            Err(error) => {
+                tracing::error!(%error, run = self.fence.run, "cannot listen on the run's egress socket again");
+            }
+        }
+    }
+
+    /// Serves the worker's egress proxy on `listener` (its only way to the
+    /// network when it is confined), until it ends.
+    pub(super) fn serve_egress(&mut self, listener: egress::EgressListener) {
+        self.egress = Some(listener.serve(egress::Egress {
+            run_id: self.fence.run,
+            store: self.shared.store.clone(),
+            allow: Arc::new(self.shared.settings.sandbox.allow_hosts.clone()),
+            limits: egress::EgressLimits::default(),
+        }));
+    }
+
+    /// Stops the egress proxy: its connections are cut, its socket goes.
+    pub(super) async fn stop_egress(&mut self) {
+        if let Some(proxy) = self.egress.take() {
+            proxy.stop().await;
         }
     }
 
@@ -108,6 +139,7 @@ impl Worker {
                     // on this host re-adopts it.
                     self.read_log().await;
                     self.socket_stop.cancel();
+                    self.stop_egress().await;
                     return;
                 }
                 _ = tick.tick() => self.on_tick().await,
@@ -244,6 +276,9 @@ impl Worker {
     /// Reads what the worker wrote and records it.
     pub(super) async fn read_log(&mut self) {
         loop {
+            if self.unprocessed_bytes() >= MAX_UNPROCESSED_BYTES {
+                break;
+            }
             match self.reader.read_new() {
                 Ok((lines, grew)) => {
                     if grew {
@@ -277,6 +312,23 @@ impl Worker {
                 tracing::warn!(%error, run = self.fence.run, "cannot record the worker's output; retrying")
             }
         }
+    }
+
+    /// Reads and records the whole rest of the log, a bounded batch at a
+    /// time (the worker has ended: its last lines decide its end).
+    pub(super) async fn read_rest_of_log(&mut self) {
+        loop {
+            let before = self.reader.offset();
+            self.read_log().await;
+            if self.reader.offset() == before || !self.unprocessed.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// What the lines read and not yet recorded hold.
+    fn unprocessed_bytes(&self) -> usize {
+        self.unprocessed.iter().map(|l| l.text.len()).sum()
     }
 
     /// Posts the newest status line, at most once per `status_interval`

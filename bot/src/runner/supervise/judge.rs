@@ -31,10 +31,11 @@ impl Worker {
         if !self.socket_path.as_os_str().is_empty() {
             let _ = std::fs::remove_file(&self.socket_path);
         }
+        self.stop_egress().await;
         if self.ending == Some(Ending::LostClaim) {
             return;
         }
-        self.read_log().await;
+        self.read_rest_of_log().await;
         self.flush_status(true).await;
         let (end, text) = match self.judge(&exit).await {
             Ok(judged) => judged,
@@ -99,11 +100,28 @@ impl Worker {
                     reason: reason.clone(),
                     owner: owner.clone(),
                 },
-                format!(
-                    "[STATUS: held] run:{run_id} cost cap reached ({reason}); held for {owner}"
-                ),
+                cost_cap_text(run_id, reason, &owner),
             ));
         }
+        // An attempt that stops to wait counts: past `max_waits` the run is
+        // held for its owner instead of being resumed once more.
+        let waits = run.as_ref().map_or(0, |r| r.waits) + 1;
+        let max_waits = self.shared.settings.max_waits;
+        let waiting = |text: String| {
+            if waits < max_waits {
+                return (RunEnd::Waiting, text);
+            }
+            let reason =
+                format!("{waits} attempts stopped to wait for decisions (runner.max_waits)");
+            let text = format!("[STATUS: held] run:{run_id} {reason}; held for {shown_owner}");
+            (
+                RunEnd::WaitedTooOften {
+                    reason,
+                    owner: owner.clone(),
+                },
+                text,
+            )
+        };
         let in_pr = run.as_ref().is_some_and(|r| r.state == RunState::Pr);
         let (done, done_body) = match &self.done {
             Some((action, body)) => (Some(action.as_str()), body.as_str()),
@@ -183,6 +201,9 @@ impl Worker {
             }
             _ => {}
         }
+        if let Some(limit) = exit.limit_hit() {
+            return Ok(failed(limit));
+        }
         // A worker that crashed counts as failed even if it asked something
         // first (it must not be resumed for ever); exit 3 is the documented
         // "stop, a human decides".
@@ -193,21 +214,27 @@ impl Worker {
         if !open.is_empty() {
             let list =
                 crate::store::requests_summary(&open.into_iter().cloned().collect::<Vec<_>>());
-            return Ok((
-                RunEnd::Waiting,
-                format!("[STATUS: waiting] run:{run_id} the worker stopped to wait for: {list}"),
-            ));
+            return Ok(waiting(format!(
+                "[STATUS: waiting] run:{run_id} the worker stopped to wait for: {list}"
+            )));
         }
         if requests.iter().any(unlearnt) {
-            return Ok((
-                RunEnd::Waiting,
-                format!(
-                    "[STATUS: resuming] run:{run_id} the worker is resumed with Eagle's answers"
-                ),
-            ));
+            return Ok(waiting(format!(
+                "[STATUS: resuming] run:{run_id} the worker is resumed with Eagle's answers"
+            )));
         }
         Ok(failed("it stopped without reporting [DONE: …]".into()))
     }
+}
+
+/// The post of a run held at its cost cap: the owner named with mentions
+/// inert (the notice that follows is the one that pings).
+fn cost_cap_text(run_id: i64, reason: &str, owner: &str) -> String {
+    format!(
+        "[STATUS: held] run:{run_id} cost cap reached ({}); held for {}",
+        quote(reason),
+        quote(owner)
+    )
 }
 
 /// Records a start that failed for `reason` as a failed attempt.
@@ -315,12 +342,30 @@ struct ExitStatus {
     code: Option<i64>,
     signal: Option<i64>,
     error: Option<String>,
+    /// The sandbox stopped the worker at a limit (`limit <what>`).
+    limit: Option<String>,
 }
 
 impl ExitStatus {
+    /// A sandbox limit the worker hit, in words: one the init stopped it
+    /// at, or the file size (the kernel's SIGXFSZ).
+    fn limit_hit(&self) -> Option<String> {
+        if let Some(what) = &self.limit {
+            return Some(format!(
+                "it hit a limit of its sandbox and was stopped ({})",
+                one_line(what, 300)
+            ));
+        }
+        (self.signal == Some(i64::from(libc::SIGXFSZ))).then(|| {
+            "it hit a limit of its sandbox: a file reached max_file_size (killed by SIGXFSZ)"
+                .to_string()
+        })
+    }
+
     fn describe(&self) -> String {
         match (self.code, self.signal, &self.error) {
             (_, _, Some(error)) => format!("the worker could not start: {}", one_line(error, 300)),
+            _ if self.limit.is_some() => self.limit_hit().unwrap_or_default(),
             (Some(code), _, _) => format!("exit code {code}"),
             (_, Some(signal), _) => format!("killed by signal {signal}"),
             _ => "it ended without a recorded exit status (killed with its group)".into(),
@@ -334,6 +379,7 @@ fn read_exit(path: &std::path::Path) -> ExitStatus {
         code: None,
         signal: None,
         error: None,
+        limit: None,
     };
     let text = text.trim();
     if let Some(code) = text.strip_prefix("exit ") {
@@ -342,6 +388,8 @@ fn read_exit(path: &std::path::Path) -> ExitStatus {
         status.signal = signal.trim().parse().ok();
     } else if let Some(error) = text.strip_prefix("error ") {
         status.error = Some(error.to_string());
+    } else if let Some(what) = text.strip_prefix("limit ") {
+        status.limit = Some(what.to_string());
     }
     status
 }
@@ -361,5 +409,28 @@ mod tests {
         assert_eq!(read_exit(&path).describe(), "killed by signal 9");
         std::fs::write(&path, "error no such program\n").unwrap();
         assert!(read_exit(&path).describe().contains("could not start"));
+        std::fs::write(&path, "limit disk: 12 MiB\n").unwrap();
+        assert!(
+            read_exit(&path)
+                .limit_hit()
+                .unwrap()
+                .contains("disk: 12 MiB")
+        );
+        std::fs::write(&path, format!("signal {}\n", libc::SIGXFSZ)).unwrap();
+        assert!(
+            read_exit(&path)
+                .limit_hit()
+                .unwrap()
+                .contains("max_file_size")
+        );
+        std::fs::write(&path, "signal 9\n").unwrap();
+        assert_eq!(read_exit(&path).limit_hit(), None);
+    }
+
+    #[test]
+    fn the_cost_cap_post_pings_nobody() {
+        let text = cost_cap_text(4, "$10.00 spent of a $10.00 cap", "@**all** @_**Alex|7**");
+        assert!(!text.contains("@**"), "{text}");
+        assert!(text.contains("held for @\u{200B}**all**"), "{text}");
     }
 }

@@ -42,7 +42,7 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         .collect();
     let kind = prompt_kind(claim);
     let dir = spawn::prepare_run(shared, run, task.as_ref()).await?;
-    let session = session(shared, run, kind, &dir);
+    let session = session(shared, run, kind, &dir)?;
     if shared.command.kind == WorkerKind::Claude {
         let settings = spawn::claude_settings(shared);
         let path = dir.eagle.join("settings.json");
@@ -58,10 +58,14 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         .unwrap_or_else(|| format!("eagle/run-{}", run.id));
     let values = prompt_values(run, task.as_ref(), fence, &dir, &branch, &undelivered);
     let prompt = shared.prompts.render(kind, &values);
-    let token = spawn::new_token();
+    let token = spawn::new_token()?;
     let token_sha256 = crate::policy::content_hash(token.as_bytes());
-    let socket_path = dir.socket_path(shared, run.id, fence.attempt);
+    let socket_path = dir.socket_path(shared, run.id, fence.attempt)?;
     let listener = socket::bind(&socket_path, shared)?;
+    let egress = crate::egress::bind(
+        &spawn::egress_socket_path(&socket_path),
+        shared.worker_user.as_ref(),
+    )?;
     let log_path = spawn::log_path(shared, &run.task_gid, kind);
     let exit_path = dir.eagle.join(format!("exit-{}", fence.attempt));
     let limits = shared.settings.limits_for(kind.as_str());
@@ -78,8 +82,10 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         attempt: fence.attempt,
     };
     let argv = spawn::argv(shared, &dir, &launch);
-    let env = spawn::environment(shared, &dir, run.id, &socket_path, &token);
+    let mut env = spawn::environment(shared, &dir, run.id, &socket_path, &token);
+    super::super::effects::put_shims_first(&mut env, &dir.eagle, &shared.exe)?;
     drop(token);
+    let sandbox = spawn::sandbox_spec(shared, &dir, &socket_path, fence.attempt)?;
     let started = spawn::start(
         shared,
         &argv,
@@ -89,6 +95,12 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         &log_path,
         &exit_path,
         deadline,
+        sandbox.as_deref(),
+        spawn::prompt_input(
+            &dir.eagle,
+            &format!("prompt-{}", fence.attempt),
+            &launch.prompt,
+        )?,
     )?;
     let mirror = WorkerMirror {
         pid: i64::from(started.pid),
@@ -141,6 +153,7 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         return Err(error.into());
     }
     worker.serve_listener(listener, token_sha256);
+    worker.serve_egress(egress);
     tracing::info!(
         run = run.id,
         attempt = fence.attempt,
@@ -216,13 +229,21 @@ fn prompt_kind(claim: &Claim) -> PromptKind {
 /// Claude Code's session and whether it is resumed: the run's own when its
 /// transcript is kept (never for a new investigation), else a new one.
 /// `None` for other workers.
-fn session(shared: &Shared, run: &Run, kind: PromptKind, dir: &RunDir) -> Option<(String, bool)> {
-    (shared.command.kind == WorkerKind::Claude).then(|| match run.worker_session_id.as_deref() {
+fn session(
+    shared: &Shared,
+    run: &Run,
+    kind: PromptKind,
+    dir: &RunDir,
+) -> std::io::Result<Option<(String, bool)>> {
+    if shared.command.kind != WorkerKind::Claude {
+        return Ok(None);
+    }
+    Ok(Some(match run.worker_session_id.as_deref() {
         Some(s) if kind != PromptKind::Investigation && transcript_exists(dir, s) => {
             (s.to_string(), true)
         }
-        _ => (spawn::new_uuid(), false),
-    })
+        _ => (spawn::new_uuid()?, false),
+    }))
 }
 
 /// Whether Claude Code kept a transcript of this session (so it can be resumed).

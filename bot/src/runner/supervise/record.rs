@@ -136,7 +136,17 @@ impl Worker {
                             )
                             .await?;
                         }
-                        Tag::Status => {
+                        // Status and acknowledgement lines, and every
+                        // `[DONE: …]` after the first of the attempt, are
+                        // posted at most once per `status_interval` (a burst
+                        // is coalesced, the newest wins): a worker cannot
+                        // flood the run's topic with them.
+                        Tag::Status | Tag::Acknowledged | Tag::Done
+                            if p.tag != Tag::Done || self.done.is_some() || done.is_some() =>
+                        {
+                            if p.tag == Tag::Done {
+                                done = Some((p.action.clone(), p.body.clone()));
+                            }
                             let text = relay(&p, run, self.private);
                             // The first status after a quiet spell goes out at
                             // once; a burst after it is coalesced (the newest wins).
@@ -151,6 +161,8 @@ impl Worker {
                                 status = Some(text);
                             }
                         }
+                        // The attempt's first result goes out at once, after
+                        // the status it follows.
                         Tag::Done => {
                             done = Some((p.action.clone(), p.body.clone()));
                             if let Some(before) =

@@ -111,6 +111,8 @@ impl FakeGitHub {
                 reviews: Vec::new(),
                 threads: Vec::new(),
                 shas: Default::default(),
+                branches: BTreeMap::new(),
+                associations: BTreeMap::new(),
             });
         });
     }
@@ -157,6 +159,7 @@ impl FakeGitHub {
                     closed: false,
                     merged: None,
                     mergeable_value: Some(spec.mergeable),
+                    body: None,
                     null_reads_left: null_reads,
                     created_at: now,
                     updated_at: now,
@@ -466,6 +469,41 @@ impl FakeGitHub {
         })
     }
 
+    /// A push to a branch of the repository as GitHub would see it (the
+    /// tests' git remote stands for GitHub's storage): the branch exists,
+    /// at `sha`; an open PR from it gets the new head.
+    pub fn push_branch(&self, repo: &str, branch: &str, sha: &str) {
+        self.shared.mutate(|s| {
+            let null_reads = s.mergeable_null_reads;
+            let r = s.repo_mut(repo);
+            r.shas.insert(sha.to_owned());
+            r.branches.insert(branch.to_owned(), sha.to_owned());
+            for p in r.pulls.values_mut() {
+                if p.head_ref == branch && !p.closed && p.head_sha != sha {
+                    p.head_sha = sha.to_owned();
+                    p.null_reads_left = null_reads;
+                }
+            }
+        });
+    }
+
+    /// Sets a login's relation to the repository (`author_association`:
+    /// `OWNER`, `MEMBER`, `COLLABORATOR`, `CONTRIBUTOR`, `NONE`, …); every
+    /// login is a `MEMBER` unless set.
+    pub fn set_association(&self, repo: &str, login: &str, association: &str) {
+        self.shared.mutate(|s| {
+            s.repo_mut(repo)
+                .associations
+                .insert(login.to_ascii_lowercase(), association.to_owned());
+        });
+    }
+
+    /// The numbers of the repository's PRs, ascending.
+    pub fn pr_numbers(&self, repo: &str) -> Vec<u64> {
+        self.shared
+            .mutate(|s| s.repo_mut(repo).pulls.keys().copied().collect())
+    }
+
     /// What a PR looks like now (without using up a `mergeable` read).
     pub fn pr(&self, repo: &str, number: u64) -> PrSnapshot {
         self.shared.mutate(|s| {
@@ -481,6 +519,11 @@ impl FakeGitHub {
                 merge_commit_title: p.merged.as_ref().and_then(|m| m.title.clone()),
                 head_sha: p.head_sha,
                 labels: p.labels,
+                title: p.title,
+                body: p.body,
+                head_ref: p.head_ref,
+                base_ref: p.base_ref,
+                author: p.author,
             }
         })
     }
@@ -558,7 +601,7 @@ impl FakeGitHub {
     }
 }
 
-fn new_review_comment(
+pub(crate) fn new_review_comment(
     s: &mut State,
     repo: &str,
     number: u64,

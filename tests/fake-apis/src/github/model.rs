@@ -125,6 +125,14 @@ pub struct PrSnapshot {
     pub head_sha: String,
     /// Label names, in the order they were added.
     pub labels: Vec<String>,
+    /// The title and description (`None`: none given).
+    pub title: String,
+    pub body: Option<String>,
+    /// The head and base branches.
+    pub head_ref: String,
+    pub base_ref: String,
+    /// Who opened it.
+    pub author: String,
 }
 
 /// A check run to add.
@@ -284,6 +292,12 @@ pub enum Route {
     ListIssueComments,
     /// `POST …/issues/{n}/comments`.
     CreateIssueComment,
+    /// `POST …/pulls`.
+    CreatePull,
+    /// `GET …/pulls`.
+    ListPulls,
+    /// `GET /user`.
+    GetUser,
     /// `POST /graphql`.
     GraphQl,
     /// Every request.

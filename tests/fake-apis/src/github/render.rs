@@ -158,7 +158,7 @@ pub(crate) fn pull(
         "locked": false,
         "title": p.title,
         "user": author,
-        "body": null,
+        "body": p.body,
         "labels": labels,
         "created_at": iso_seconds(p.created_at),
         "updated_at": iso_seconds(p.updated_at),
@@ -170,7 +170,7 @@ pub(crate) fn pull(
         "draft": p.draft,
         "head": side(&p.head_ref, &p.head_sha),
         "base": side(&p.base_ref, &hex40(&format!("base {}", p.base_ref))),
-        "author_association": "MEMBER",
+        "author_association": r.association(Some(&p.author)),
         "auto_merge": null,
         "merged": p.merged.is_some(),
         "mergeable": mergeable_value,
@@ -306,7 +306,7 @@ pub(crate) fn comment(state: &mut State, api: &str, repo: &Repo, c: &Comment) ->
         "created_at": iso_seconds(c.created_at),
         "updated_at": iso_seconds(c.created_at),
         "issue_url": format!("{api}/repos/{full}/issues/{}", c.issue),
-        "author_association": "MEMBER",
+        "author_association": repo.association(c.login.as_deref()),
     })
 }
 
@@ -322,7 +322,7 @@ pub(crate) fn review(state: &mut State, api: &str, repo: &Repo, r: &Review) -> V
         "state": r.state,
         "html_url": format!("{WEB}/{full}/pull/{}#pullrequestreview-{}", r.pull, r.id),
         "pull_request_url": format!("{api}/repos/{full}/pulls/{}", r.pull),
-        "author_association": "MEMBER",
+        "author_association": repo.association(r.login.as_deref()),
         "commit_id": r.commit_id,
     });
     if r.state != "PENDING" {
@@ -356,7 +356,7 @@ pub(crate) fn review_comment(
         "updated_at": iso_seconds(c.created_at),
         "html_url": format!("{WEB}/{full}/pull/{}#discussion_r{}", thread.pull, c.id),
         "pull_request_url": format!("{api}/repos/{full}/pulls/{}", thread.pull),
-        "author_association": "MEMBER",
+        "author_association": repo.association(c.login.as_deref()),
         "line": if thread.outdated { None } else { thread.line },
         "original_line": thread.line,
         "side": "RIGHT",

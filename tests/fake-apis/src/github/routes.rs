@@ -28,6 +28,9 @@ pub(crate) enum Endpoint {
     AddLabels(RepoPath, u64),
     ListIssueComments(RepoPath, u64),
     CreateIssueComment(RepoPath, u64),
+    CreatePull(RepoPath),
+    ListPulls(RepoPath),
+    GetUser,
     GraphQl,
 }
 
@@ -48,6 +51,9 @@ impl Endpoint {
             Endpoint::AddLabels(..) => Route::AddLabels,
             Endpoint::ListIssueComments(..) => Route::ListIssueComments,
             Endpoint::CreateIssueComment(..) => Route::CreateIssueComment,
+            Endpoint::CreatePull(..) => Route::CreatePull,
+            Endpoint::ListPulls(..) => Route::ListPulls,
+            Endpoint::GetUser => Route::GetUser,
             Endpoint::GraphQl => Route::GraphQl,
         }
     }
@@ -79,6 +85,15 @@ impl Endpoint {
                 "head_sha",
             ],
             Endpoint::ListIssueComments(..) => &["since", "per_page", "page"],
+            Endpoint::ListPulls(..) => &[
+                "state",
+                "head",
+                "base",
+                "sort",
+                "direction",
+                "per_page",
+                "page",
+            ],
             Endpoint::ReviewComments(..) => &["sort", "direction", "since", "per_page", "page"],
             _ => &[],
         }
@@ -89,6 +104,9 @@ impl Endpoint {
 pub(crate) fn resolve(method: &str, path: &str) -> Option<Endpoint> {
     if path == "/graphql" {
         return (method == "POST").then_some(Endpoint::GraphQl);
+    }
+    if path == "/user" {
+        return (method == "GET").then_some(Endpoint::GetUser);
     }
     let segments: Vec<String> = path
         .strip_prefix("/repos/")?
@@ -108,6 +126,8 @@ pub(crate) fn resolve(method: &str, path: &str) -> Option<Endpoint> {
     let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
     let number = |s: &str| s.parse::<u64>().ok().filter(|n| *n > 0);
     match (method, rest.as_slice()) {
+        ("GET", ["pulls"]) => Some(Endpoint::ListPulls(repo)),
+        ("POST", ["pulls"]) => Some(Endpoint::CreatePull(repo)),
         ("GET", ["pulls", n]) => Some(Endpoint::GetPull(repo, number(n)?)),
         ("PUT", ["pulls", n, "merge"]) => Some(Endpoint::Merge(repo, number(n)?)),
         ("GET", ["pulls", n, "merge"]) => Some(Endpoint::CheckMerged(repo, number(n)?)),
@@ -179,7 +199,13 @@ mod tests {
             ("POST", "/graphql", Some(Endpoint::GraphQl)),
             ("GET", "/graphql", None),
             ("GET", "/repos/o/r/pulls/7/", None),
-            ("GET", "/user", None),
+            ("GET", "/user", Some(Endpoint::GetUser)),
+            ("POST", "/user", None),
+            (
+                "POST",
+                "/repos/o/r/pulls",
+                Some(Endpoint::CreatePull(repo.clone())),
+            ),
         ];
         for (method, path, expected) in cases {
             assert_eq!(&resolve(method, path), expected, "{method} {path}");

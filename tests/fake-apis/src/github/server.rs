@@ -15,7 +15,7 @@ use crate::github::errors::ApiError;
 use crate::github::model::{Fault, Resource, Route};
 use crate::github::routes::{Endpoint, RepoPath, resolve};
 use crate::github::state::{Shared, State};
-use crate::github::{actions, checks, graphql, issues, pulls};
+use crate::github::{actions, checks, graphql, issues, opening, pulls};
 
 /// The only API version the fake answers.
 pub(crate) const API_VERSION: &str = "2022-11-28";
@@ -455,6 +455,9 @@ fn dispatch(state: &mut State, ctx: &Ctx<'_>, endpoint: &Endpoint) -> Outcome {
         Endpoint::CreateIssueComment(repo, n) => {
             issues::create_comment(state, ctx, repo_index(state, repo)?, *n)
         }
+        Endpoint::CreatePull(repo) => opening::create(state, ctx, repo_index(state, repo)?),
+        Endpoint::ListPulls(repo) => opening::list(state, ctx, repo_index(state, repo)?),
+        Endpoint::GetUser => opening::user(state, ctx),
         Endpoint::GraphQl => Err(ApiError::not_found()),
     }
 }

@@ -31,6 +31,8 @@ pub(crate) struct Pull {
     pub merged: Option<Merged>,
     /// The value `mergeable` takes once computed; `None` keeps it null.
     pub mergeable_value: Option<bool>,
+    /// The description given when it was opened (`null` when none).
+    pub body: Option<String>,
     /// Reads left that still see `mergeable: null`.
     pub null_reads_left: u32,
     pub created_at: i64,
@@ -159,12 +161,28 @@ pub(crate) struct Repo {
     pub threads: Vec<Thread>,
     /// Every commit the repository has seen: heads, old heads, checked shas.
     pub shas: BTreeSet<String>,
+    /// Branches pushed to it (name → head), beside the PRs' own.
+    pub branches: BTreeMap<String, String>,
+    /// Logins whose relation to the repository is not `MEMBER`.
+    pub associations: BTreeMap<String, String>,
 }
 
 impl Repo {
     /// `owner/name`.
     pub fn full_name(&self) -> String {
         format!("{}/{}", self.owner, self.name)
+    }
+
+    /// `author_association` of a login (`NONE` for a deleted user).
+    pub fn association(&self, login: Option<&str>) -> String {
+        match login {
+            None => "NONE".to_owned(),
+            Some(login) => self
+                .associations
+                .get(&login.to_ascii_lowercase())
+                .cloned()
+                .unwrap_or_else(|| "MEMBER".to_owned()),
+        }
     }
 
     /// Resolves a `ref` (a SHA, a branch, `heads/…`, `refs/heads/…`) to a
@@ -177,6 +195,9 @@ impl Repo {
             .strip_prefix("refs/heads/")
             .or_else(|| git_ref.strip_prefix("heads/"))
             .unwrap_or(git_ref);
+        if let Some(sha) = self.branches.get(branch) {
+            return Some(sha.clone());
+        }
         self.pulls
             .values()
             .rev()
@@ -189,6 +210,7 @@ impl Repo {
     pub fn has_branch(&self, git_ref: &str) -> bool {
         let branch = git_ref.strip_prefix("refs/heads/").unwrap_or(git_ref);
         branch == self.spec.default_branch
+            || self.branches.contains_key(branch)
             || self
                 .pulls
                 .values()

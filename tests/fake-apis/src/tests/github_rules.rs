@@ -123,7 +123,7 @@ async fn unknown_routes_methods_and_parameters() {
         (Method::GET, "/repos/acme/app/pulls/1/files"),
         (Method::PATCH, "/repos/acme/app/pulls/1"),
         (Method::GET, "/repos/acme/app/pulls/1/"),
-        (Method::GET, "/user"),
+        (Method::POST, "/user"),
     ] {
         let answer = gh.call(method.clone(), path, None).await;
         assert_eq!(

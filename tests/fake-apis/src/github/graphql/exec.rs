@@ -46,6 +46,7 @@ enum Obj {
     PageInfo(Page),
     RateLimit,
     ReadyPayload(Option<(usize, u64)>, Value),
+    ReplyPayload((usize, usize, usize), Value),
 }
 
 impl Obj {
@@ -67,6 +68,7 @@ impl Obj {
             Obj::PageInfo(_) => "PageInfo",
             Obj::RateLimit => "RateLimit",
             Obj::ReadyPayload(..) => "MarkPullRequestReadyForReviewPayload",
+            Obj::ReplyPayload(..) => "AddPullRequestReviewThreadReplyPayload",
         }
     }
 }
@@ -255,6 +257,10 @@ impl<'d> Exec<'d, '_> {
                     _ => json!(iso_seconds(budget.reset_at.saturating_mul(1000))),
                 })
             }
+            Obj::ReplyPayload((r, t, c), client_id) => match name {
+                "clientMutationId" => Resolved::Leaf(client_id.clone()),
+                _ => Resolved::Object(Obj::Comment(*r, *t, *c)),
+            },
             Obj::ReadyPayload(pull, client_id) => match (name, pull) {
                 ("clientMutationId", _) => Resolved::Leaf(client_id.clone()),
                 (_, Some((r, n))) => Resolved::Object(Obj::Pull(*r, *n)),
@@ -282,11 +288,86 @@ impl<'d> Exec<'d, '_> {
                 }
             }
             "rateLimit" => Resolved::Object(Obj::RateLimit),
+            "node" => {
+                let id = self.arg(f, "id");
+                let id = id.as_str().unwrap_or("");
+                match self.find_thread(id) {
+                    Some((r, t)) => Resolved::Object(Obj::Thread(r, t)),
+                    None => self.fail(
+                        Some("NOT_FOUND"),
+                        format!("Could not resolve to a node with the global id of '{id}'"),
+                        f,
+                        path,
+                    ),
+                }
+            }
             _ => Resolved::Object(Obj::Actor(self.login.clone())),
         }
     }
 
+    /// The review thread with GraphQL id `id`: (repository, thread).
+    fn find_thread(&self, id: &str) -> Option<(usize, usize)> {
+        self.state.repos.iter().enumerate().find_map(|(r, repo)| {
+            repo.threads
+                .iter()
+                .position(|t| t.node_id == id)
+                .map(|t| (r, t))
+        })
+    }
+
+    /// `addPullRequestReviewThreadReply`: a reply by the token's user.
+    fn reply(&mut self, f: &GField, path: &[Value]) -> Resolved {
+        let input = self.arg(f, "input");
+        let id = input["pullRequestReviewThreadId"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        let body = input["body"].as_str().unwrap_or("").to_owned();
+        let client_id = input
+            .get("clientMutationId")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let Some((r, t)) = self.find_thread(&id) else {
+            return self.fail(
+                Some("NOT_FOUND"),
+                format!("Could not resolve to a node with the global id of '{id}'."),
+                f,
+                path,
+            );
+        };
+        if body.trim().is_empty() {
+            return self.fail(
+                Some("UNPROCESSABLE"),
+                "Body can't be blank".to_owned(),
+                f,
+                path,
+            );
+        }
+        let full = self.state.repos[r].full_name();
+        let pull = self.state.repos[r].threads[t].pull;
+        let first = self.state.repos[r].threads[t]
+            .comments
+            .first()
+            .map(|c| c.id);
+        let login = self.login.clone();
+        let comment = crate::github::control::new_review_comment(
+            self.state,
+            &full,
+            pull,
+            Some(&login),
+            &body,
+            first,
+        );
+        let thread = &mut self.state.repos[r].threads[t];
+        thread.comments.push(comment);
+        let c = thread.comments.len() - 1;
+        Resolved::Object(Obj::ReplyPayload((r, t, c), client_id))
+    }
+
     fn mutation(&mut self, f: &GField, path: &[Value]) -> Resolved {
+        if f.name == "addPullRequestReviewThreadReply" {
+            return self.reply(f, path);
+        }
         let input = self.arg(f, "input");
         let id = input["pullRequestId"].as_str().unwrap_or("").to_owned();
         let client_id = input
@@ -402,6 +483,7 @@ impl<'d> Exec<'d, '_> {
                 None => Resolved::Leaf(Value::Null),
             },
             other => Resolved::Leaf(match other {
+                "authorAssociation" => json!(repo.association(comment.login.as_deref())),
                 "id" => json!(comment.node_id),
                 "databaseId" => json!(comment.id),
                 "body" => json!(comment.body),

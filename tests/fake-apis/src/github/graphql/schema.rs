@@ -38,13 +38,28 @@ const QUERY: &[FieldDef] = &[
     },
     field("rateLimit", "RateLimit"),
     field("viewer", "User!"),
+    FieldDef {
+        name: "node",
+        ty: "Node",
+        args: &[("id", "ID!")],
+    },
 ];
 
-const MUTATION: &[FieldDef] = &[FieldDef {
-    name: "markPullRequestReadyForReview",
-    ty: "MarkPullRequestReadyForReviewPayload",
-    args: &[("input", "MarkPullRequestReadyForReviewInput!")],
-}];
+const MUTATION: &[FieldDef] = &[
+    FieldDef {
+        name: "markPullRequestReadyForReview",
+        ty: "MarkPullRequestReadyForReviewPayload",
+        args: &[("input", "MarkPullRequestReadyForReviewInput!")],
+    },
+    FieldDef {
+        name: "addPullRequestReviewThreadReply",
+        ty: "AddPullRequestReviewThreadReplyPayload",
+        args: &[("input", "AddPullRequestReviewThreadReplyInput!")],
+    },
+];
+
+/// The `Node` interface: every object with a global id.
+const NODE: &[FieldDef] = &[field("id", "ID!")];
 
 const REPOSITORY: &[FieldDef] = &[
     field("id", "ID!"),
@@ -122,6 +137,7 @@ const COMMENT: &[FieldDef] = &[
     field("id", "ID!"),
     field("databaseId", "Int"),
     field("author", "Actor"),
+    field("authorAssociation", "CommentAuthorAssociation!"),
     field("body", "String!"),
     field("createdAt", "DateTime!"),
     field("url", "URI!"),
@@ -147,6 +163,11 @@ const RATE_LIMIT: &[FieldDef] = &[
     field("used", "Int!"),
 ];
 
+const REPLY_PAYLOAD: &[FieldDef] = &[
+    field("clientMutationId", "String"),
+    field("comment", "PullRequestReviewComment"),
+];
+
 const READY_PAYLOAD: &[FieldDef] = &[
     field("clientMutationId", "String"),
     field("pullRequest", "PullRequest"),
@@ -169,6 +190,8 @@ pub(crate) fn fields_of(type_name: &str) -> Option<&'static [FieldDef]> {
         "PageInfo" => PAGE_INFO,
         "RateLimit" => RATE_LIMIT,
         "MarkPullRequestReadyForReviewPayload" => READY_PAYLOAD,
+        "AddPullRequestReviewThreadReplyPayload" => REPLY_PAYLOAD,
+        "Node" => NODE,
         _ => return None,
     })
 }
@@ -190,6 +213,7 @@ pub(crate) fn is_leaf(type_name: &str) -> bool {
             | "DateTime"
             | "URI"
             | "PullRequestState"
+            | "CommentAuthorAssociation"
     )
 }
 
@@ -199,13 +223,30 @@ pub(crate) fn input_fields(type_name: &str) -> Option<&'static [(&'static str, &
         "MarkPullRequestReadyForReviewInput" => {
             Some(&[("clientMutationId", "String"), ("pullRequestId", "ID!")])
         }
+        "AddPullRequestReviewThreadReplyInput" => Some(&[
+            ("body", "String!"),
+            ("clientMutationId", "String"),
+            ("pullRequestReviewId", "ID"),
+            ("pullRequestReviewThreadId", "ID!"),
+        ]),
         _ => None,
     }
 }
 
 /// Whether a fragment on `condition` applies inside `type_name`.
 pub(crate) fn applies(condition: &str, type_name: &str) -> bool {
+    /// The types that implement `Node` here.
+    const NODES: &[&str] = &[
+        "PullRequest",
+        "PullRequestReviewThread",
+        "PullRequestReviewComment",
+        "Repository",
+        "User",
+        "Bot",
+    ];
     condition == type_name
+        || (type_name == "Node" && NODES.contains(&condition))
+        || (condition == "Node" && NODES.contains(&type_name))
         || (condition == "Actor" && matches!(type_name, "User" | "Bot"))
         || (type_name == "Actor" && matches!(condition, "User" | "Bot"))
 }

@@ -1,0 +1,371 @@
+//! `[runner.sandbox]`: how workers are confined. The operating system is
+//! the boundary (see `crate::sandbox`); these settings say what the
+//! boundary lets through (the hosts the egress proxy connects) and the
+//! limits of a run. Confinement is on unless the profile says
+//! `mode = "off"` in so many words.
+
+use std::fmt;
+
+use serde::Deserialize;
+
+use super::validate::Origins;
+use super::{ProfileError, WorkerKind};
+
+/// The model API Claude Code talks to unless the worker's environment names another.
+const CLAUDE_API_HOST: &str = "api.anthropic.com";
+
+/// `[runner.sandbox]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSandbox {
+    pub mode: Option<String>,
+    pub allow_hosts: Option<Vec<String>>,
+    pub max_processes: Option<i64>,
+    pub max_file_size: Option<String>,
+    pub max_open_files: Option<i64>,
+    pub max_disk: Option<String>,
+}
+
+/// Whether workers are confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxMode {
+    /// Confined by the kernel; workers do not start where it cannot confine.
+    On,
+    /// Unconfined, because the profile says so; `eagle check`, the startup
+    /// log and every `!status` say it.
+    Off,
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::On => "on",
+            SandboxMode::Off => "off",
+        }
+    }
+}
+
+/// The sandbox of a profile's workers, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSettings {
+    pub mode: SandboxMode,
+    /// The hosts a worker may reach through its egress proxy.
+    pub allow_hosts: Vec<HostPattern>,
+    /// Processes (and threads) of one run at once.
+    pub max_processes: u64,
+    /// The largest file a worker may write, in bytes (its work log too).
+    pub max_file_size: u64,
+    /// Open files per process.
+    pub max_open_files: u64,
+    /// What a run's directory may hold, in bytes.
+    pub max_disk: u64,
+}
+
+impl SandboxSettings {
+    /// Whether `host:port` may be reached.
+    pub fn allows(&self, host: &str, port: u16) -> bool {
+        self.allow_hosts.iter().any(|p| p.matches(host, port))
+    }
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        SandboxSettings {
+            mode: SandboxMode::On,
+            allow_hosts: Vec::new(),
+            max_processes: 512,
+            max_file_size: 1 << 30,
+            max_open_files: 1024,
+            max_disk: 10 << 30,
+        }
+    }
+}
+
+/// One entry of `allow_hosts`: `host`, `host:port`, `*.domain[:port]`, an
+/// IP address, or `[v6]:port`. Without a port, any port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPattern {
+    /// Lower case; `*.example.com` matches every name below `example.com`.
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl HostPattern {
+    pub fn parse(text: &str) -> Result<HostPattern, String> {
+        let text = text.trim();
+        let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+            let (v6, after) = rest
+                .split_once(']')
+                .ok_or_else(|| format!("{text:?}: an IPv6 address needs its closing ']'"))?;
+            if v6.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(format!("{text:?}: {v6:?} is not an IPv6 address"));
+            }
+            match after {
+                "" => (v6.to_string(), None),
+                _ => match after.strip_prefix(':') {
+                    Some(port) => (v6.to_string(), Some(port)),
+                    None => return Err(format!("{text:?}: expected ':port' after ']'")),
+                },
+            }
+        } else {
+            match text.rsplit_once(':') {
+                Some((host, port)) => (host.to_string(), Some(port)),
+                None => (text.to_string(), None),
+            }
+        };
+        let port = match port {
+            None => None,
+            Some(port) => Some(
+                port.parse::<u16>()
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .ok_or_else(|| format!("{text:?}: {port:?} is not a port (1..=65535)"))?,
+            ),
+        };
+        let host = host.to_ascii_lowercase();
+        let name = host.strip_prefix("*.").unwrap_or(&host);
+        let is_ip = name.parse::<std::net::IpAddr>().is_ok();
+        let valid_name = !name.is_empty()
+            && name.len() <= 253
+            && name.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                    && !label.starts_with('-')
+            });
+        let acceptable = match (is_ip, host.starts_with("*.")) {
+            (true, wildcard) => !wildcard,
+            (false, _) => valid_name,
+        };
+        if !acceptable {
+            return Err(format!(
+                "{text:?} is not a host name, \"*.domain\" or an IP address (with an optional :port)"
+            ));
+        }
+        Ok(HostPattern { host, port })
+    }
+
+    /// Whether `host:port` is this pattern's (names compared without case;
+    /// an IP address only as itself).
+    pub fn matches(&self, host: &str, port: u16) -> bool {
+        if self.port.is_some_and(|p| p != port) {
+            return false;
+        }
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(&host);
+        match self.host.strip_prefix("*.") {
+            Some(domain) => host
+                .strip_suffix(domain)
+                .is_some_and(|below| below.ends_with('.') && below.len() > 1),
+            None => host == self.host,
+        }
+    }
+}
+
+impl fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v6 = self.host.contains(':');
+        match (self.port, v6) {
+            (Some(port), true) => write!(f, "[{}]:{port}", self.host),
+            (Some(port), false) => write!(f, "{}:{port}", self.host),
+            (None, _) => f.write_str(&self.host),
+        }
+    }
+}
+
+/// Validates `[runner.sandbox]`. Without `allow_hosts`, a Claude Code
+/// worker may reach its model API (`model_url`: the `ANTHROPIC_BASE_URL`
+/// its environment passes, if any; else Anthropic's); any other worker
+/// nothing.
+pub(super) fn sandbox_settings(
+    raw: RawSandbox,
+    kind: Option<WorkerKind>,
+    model_url: Option<&str>,
+    origins: &Origins<'_>,
+) -> Result<SandboxSettings, ProfileError> {
+    let defaults = SandboxSettings::default();
+    let mode = match raw.mode.as_deref().map(str::trim) {
+        None | Some("on") => SandboxMode::On,
+        Some("off") => SandboxMode::Off,
+        Some(other) => {
+            return Err(origins.error(
+                "runner.sandbox.mode",
+                None,
+                format!("{other:?} is neither \"on\" nor \"off\""),
+            ));
+        }
+    };
+    let allow_hosts = match raw.allow_hosts {
+        Some(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                HostPattern::parse(text)
+                    .map_err(|why| origins.error("runner.sandbox.allow_hosts", Some(i), why))
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        None => default_hosts(kind, model_url),
+    };
+    let count = |key: &str, value: Option<i64>, default: u64, max: u64| {
+        let Some(value) = value else {
+            return Ok(default);
+        };
+        u64::try_from(value)
+            .ok()
+            .filter(|v| (1..=max).contains(v))
+            .ok_or_else(|| origins.error(key, None, format!("{value} is outside 1..={max}")))
+    };
+    let size = |key: &str, value: Option<&str>, default: u64| match value {
+        None => Ok(default),
+        Some(text) => parse_size(text).map_err(|why| origins.error(key, None, why)),
+    };
+    Ok(SandboxSettings {
+        mode,
+        allow_hosts,
+        max_processes: count(
+            "runner.sandbox.max_processes",
+            raw.max_processes,
+            defaults.max_processes,
+            1 << 20,
+        )?,
+        max_file_size: size(
+            "runner.sandbox.max_file_size",
+            raw.max_file_size.as_deref(),
+            defaults.max_file_size,
+        )?,
+        max_open_files: count(
+            "runner.sandbox.max_open_files",
+            raw.max_open_files,
+            defaults.max_open_files,
+            1 << 20,
+        )?,
+        max_disk: size(
+            "runner.sandbox.max_disk",
+            raw.max_disk.as_deref(),
+            defaults.max_disk,
+        )?,
+    })
+}
+
+/// The model API's host for a worker kind.
+fn default_hosts(kind: Option<WorkerKind>, model_url: Option<&str>) -> Vec<HostPattern> {
+    if kind != Some(WorkerKind::Claude) {
+        return Vec::new();
+    }
+    let from_env = model_url.and_then(|url| {
+        let url = reqwest::Url::parse(url).ok()?;
+        Some(HostPattern {
+            host: url
+                .host_str()?
+                .trim_matches(['[', ']'])
+                .to_ascii_lowercase(),
+            port: url.port_or_known_default(),
+        })
+    });
+    vec![from_env.unwrap_or(HostPattern {
+        host: CLAUDE_API_HOST.into(),
+        port: Some(443),
+    })]
+}
+
+/// `1048576`, `"512KiB"`, `"100M"`, `"2GiB"` (binary units either way).
+pub(super) fn parse_size(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let digits = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(digits);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a size like \"512MiB\" or \"2GiB\""
+            ));
+        }
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .ok_or_else(|| format!("{text:?} is not a size above zero like \"512MiB\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(text: &str) -> HostPattern {
+        HostPattern::parse(text).unwrap()
+    }
+
+    #[test]
+    fn host_patterns_match_names_ports_and_subdomains() {
+        assert!(pattern("api.anthropic.com").matches("API.anthropic.com", 443));
+        assert!(pattern("api.anthropic.com").matches("api.anthropic.com.", 8443));
+        assert!(!pattern("api.anthropic.com").matches("evil-api.anthropic.com", 443));
+        assert!(pattern("api.anthropic.com:443").matches("api.anthropic.com", 443));
+        assert!(!pattern("api.anthropic.com:443").matches("api.anthropic.com", 80));
+        assert!(pattern("*.pypi.org").matches("files.pypi.org", 443));
+        assert!(!pattern("*.pypi.org").matches("pypi.org", 443));
+        assert!(!pattern("*.pypi.org").matches("evilpypi.org", 443));
+        assert!(pattern("127.0.0.1:8080").matches("127.0.0.1", 8080));
+        assert!(!pattern("127.0.0.1:8080").matches("127.0.0.1", 8081));
+        assert!(pattern("[::1]:9000").matches("[::1]", 9000));
+        assert!(pattern("[::1]:9000").matches("::1", 9000));
+        assert_eq!(pattern("[::1]:9000").to_string(), "[::1]:9000");
+        assert_eq!(pattern("Example.COM").to_string(), "example.com");
+    }
+
+    #[test]
+    fn bad_host_patterns_say_what_is_wrong() {
+        for (text, says) in [
+            ("", "not a host name"),
+            ("exa mple.com", "not a host name"),
+            ("example.com:0", "not a port"),
+            ("example.com:http", "not a port"),
+            ("[::1", "closing ']'"),
+            ("[nope]:1", "not an IPv6 address"),
+            ("*.10.0.0.1:1", "not a host name"),
+            ("-bad.example", "not a host name"),
+        ] {
+            let why = HostPattern::parse(text).unwrap_err();
+            assert!(why.contains(says), "{text:?}: {why}");
+        }
+    }
+
+    #[test]
+    fn sizes_take_binary_units() {
+        assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
+        assert_eq!(parse_size("512KiB").unwrap(), 512 << 10);
+        assert_eq!(parse_size("2 GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_size("100M").unwrap(), 100 << 20);
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn claude_may_reach_its_model_api_by_default() {
+        assert_eq!(
+            default_hosts(Some(WorkerKind::Claude), None),
+            vec![pattern("api.anthropic.com:443")]
+        );
+        let fake = Some("http://127.0.0.1:4010/v1");
+        assert_eq!(
+            default_hosts(Some(WorkerKind::Claude), fake),
+            vec![pattern("127.0.0.1:4010")]
+        );
+        assert!(default_hosts(Some(WorkerKind::Generic), fake).is_empty());
+        assert!(default_hosts(None, fake).is_empty());
+    }
+}

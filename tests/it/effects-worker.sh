@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# A worker for the effects tests: it pushes with git and opens, comments on
+# and merges its PR with gh, holding no token (Eagle carries each out). Its
+# prompt is $1; "mode:<name>" picks what it does, "out:<file>" is where it
+# notes what happened, one line each.
+set -u
+prompt="${1:-}"
+run="${EAGLE_RUN_ID:-?}"
+word() { printf '%s' "$prompt" | grep -o "$1:[^ ]*" | head -n 1 | cut -d: -f2-; }
+out="$(word out)"
+note() { printf '%s\n' "$*" >> "$out"; }
+say() { printf '%s\n' "$*"; }
+export GIT_AUTHOR_NAME=Worker GIT_AUTHOR_EMAIL=worker@example.com
+export GIT_COMMITTER_NAME=Worker GIT_COMMITTER_EMAIL=worker@example.com
+branch="eagle/run-$run"
+commit() { echo "$1" > "$1.txt" && git add "$1.txt" && git commit -qm "$1" && git rev-parse HEAD; }
+try() { # try <name> <command…>: notes "<name> ok" or "<name> refused"
+    local name="$1"; shift
+    if "$@" >>"$out.log" 2>&1; then note "$name ok"; else note "$name refused"; fi
+}
+case "$prompt" in *"Eagle's answers to your earlier requests"*)
+    note "resumed"
+    say "[DONE: pr_ready] run:$run resumed and done"
+    exit 0 ;;
+esac
+
+case "$(word mode)" in
+push)
+    note "pushurl $(git config remote.origin.pushurl)"
+    note "a $(commit one)"
+    try push-a git push -q origin "HEAD:$branch"
+    try push-main git push -q origin HEAD:main
+    try push-tag git push -q origin "HEAD:refs/tags/v1"
+    try delete git push -q origin ":$branch"
+    # A rewrite of Eagle's own push: allowed.
+    git reset -q --hard HEAD~1
+    note "c $(commit two)"
+    try force-own git push -q --force origin "HEAD:$branch"
+    # Someone else pushes on top of it, straight to the remote.
+    url="$(git config remote.origin.url)"
+    note "h $(commit three)"
+    git push -q "$url" "HEAD:refs/heads/$branch" >>"$out.log" 2>&1
+    # A force over their commit: refused.
+    git reset -q --hard HEAD~1
+    note "d $(commit four)"
+    try force-other git push -q --force origin "HEAD:$branch"
+    eagle request push_branch >>"$out.log" 2>&1
+    note "request $?"
+    say "[DONE: pr_ready] run:$run pushed"
+    ;;
+pr|comment|merge)
+    git fetch -q origin refs/prepared/fix && git checkout -q FETCH_HEAD
+    try push git push -q origin "HEAD:refs/heads/$branch"
+    printf 'Fixes the tab preview.\n\nIt no longer sticks after a drag.\n' > "$HOME/body.md"
+    url="$(gh pr create --draft --title "Fix the tab preview" --body-file "$HOME/body.md" 2>>"$out.log")"
+    note "pr $? $url"
+    case "$(word mode)" in
+    comment)
+        gh pr comment --body "Ready for a look: the preview is fixed." >>"$out.log" 2>&1
+        note "comment $?"
+        ;;
+    merge)
+        gh pr merge --squash --match-head-commit "$(git rev-parse HEAD)" >>"$out.log" 2>&1
+        note "merge $?"
+        ;;
+    esac
+    try gh-other gh repo delete acme/app --yes
+    say "[STATUS: waiting] run:$run waiting for Eagle"
+    ;;
+other)
+    # Names a PR that is not its own, and asks to merge it.
+    say "[REQUEST: merge_pr] run:$run PR #$(word pr)"
+    ;;
+esac

@@ -1,0 +1,402 @@
+//! The sandbox, tried as an attacker would: a hostile worker
+//! (`escape-worker.sh`) run as a worker is (the real `eagle shell`, the real
+//! shim, the real sandbox, a worker user of its own) tries every way out of
+//! its run; each attempt is asserted by name, and so is the ordinary work
+//! that must still be possible. The limits stop a fork bomb, a disk filler
+//! and a file past its size, and Eagle keeps serving throughout.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::support::{Home, text};
+
+/// A Unix user for confined workers, made for the test and removed after.
+struct SandboxUser {
+    name: String,
+    uid: u32,
+    gid: u32,
+}
+
+impl SandboxUser {
+    fn create(name: &str) -> SandboxUser {
+        assert_eq!(
+            eagle::host::euid(),
+            0,
+            "the sandbox tests start workers as another user: run them as root (CI does)"
+        );
+        if eagle::host::lookup_user(name).unwrap().is_none() {
+            let out = std::process::Command::new("useradd")
+                .args([
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    name,
+                ])
+                .output()
+                .expect("useradd");
+            assert!(
+                out.status.success(),
+                "useradd: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let user = eagle::host::lookup_user(name).unwrap().expect("the user");
+        SandboxUser {
+            name: name.into(),
+            uid: user.uid,
+            gid: user.gid,
+        }
+    }
+}
+
+impl Drop for SandboxUser {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("userdel")
+            .arg(&self.name)
+            .output();
+    }
+}
+
+/// Listeners outside the sandbox that record whether anyone reached them.
+struct Listeners {
+    tcp_port: u16,
+    udp_port: u16,
+    abstract_name: String,
+    reached: Arc<AtomicBool>,
+}
+
+impl Listeners {
+    fn start() -> Listeners {
+        let reached = Arc::new(AtomicBool::new(false));
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let abstract_name = format!("eagle-sandbox-test-{}", std::process::id());
+        let abstract_listener = {
+            use std::os::linux::net::SocketAddrExt;
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
+                .unwrap();
+            UnixListener::bind_addr(&addr).unwrap()
+        };
+        let listeners = Listeners {
+            tcp_port: tcp.local_addr().unwrap().port(),
+            udp_port: udp.local_addr().unwrap().port(),
+            abstract_name,
+            reached: Arc::clone(&reached),
+        };
+        let flag = Arc::clone(&reached);
+        std::thread::spawn(move || {
+            if tcp.accept().is_ok() {
+                flag.store(true, Ordering::SeqCst);
+            }
+        });
+        let flag = Arc::clone(&reached);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 64];
+            if let Ok((_, from)) = udp.recv_from(&mut buf) {
+                flag.store(true, Ordering::SeqCst);
+                let _ = udp.send_to(b"echo", from);
+            }
+        });
+        std::thread::spawn(move || {
+            if abstract_listener.accept().is_ok() {
+                reached.store(true, Ordering::SeqCst);
+            }
+        });
+        listeners
+    }
+}
+
+/// Runs `eagle shell` as root with a confined worker user, the hostile
+/// worker as the worker command, and `lines` after the pid is known.
+fn shell(home: &Home, input: impl FnOnce(u32) -> String) -> (String, String) {
+    let child = std::process::Command::new(home.dir.path().join("bin/eagle"))
+        .arg("shell")
+        .env_clear()
+        .envs(&home.env)
+        .current_dir(home.dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = input(child.id());
+    let out = crate::support::finish(child, input.as_bytes(), "eagle shell");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
+/// A home whose executor runs `escape-worker.sh` confined, as `user`, in a
+/// clone of a small repository.
+fn hostile_home(user: &SandboxUser) -> Home {
+    let mut home = Home::new();
+    let root = home.dir.path().to_path_buf();
+    eagle::host::chmod(&root, 0o711).unwrap();
+    let bin = root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    eagle::host::chmod(&bin, 0o755).unwrap();
+    std::fs::copy(crate::support::eagle_bin(), bin.join("eagle")).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/escape-worker.sh");
+    std::fs::copy(&script, bin.join("escape-worker.sh")).unwrap();
+    for file in ["eagle", "escape-worker.sh"] {
+        eagle::host::chmod(&bin.join(file), 0o755).unwrap();
+    }
+    let repo = root.join("repo");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    std::fs::create_dir(&repo).unwrap();
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README"), "a repository to work in\n").unwrap();
+    git(&["add", "README"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.com",
+        "commit",
+        "-q",
+        "-m",
+        "start",
+    ]);
+    // The worker user clones it (git refuses a repository of another owner).
+    let out = std::process::Command::new("chown")
+        .arg("-R")
+        .arg(format!("{}:{}", user.uid, user.gid))
+        .arg(&repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let outside = root.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    eagle::host::chmod(&outside, 0o777).unwrap();
+    let zuliprc = home.profiles().join("eagle.zuliprc");
+    std::fs::write(
+        &zuliprc,
+        "[api]\nemail=eagle-bot@example.com\nkey=secret-key-0123456789\nsite=https://zulip.example.com\n",
+    )
+    .unwrap();
+    // As a worker user's file would be: the same user could read it.
+    std::os::unix::fs::chown(&zuliprc, Some(user.uid), Some(user.gid)).unwrap();
+    home.set("EAGLE_RUNNER__WORKER_USER", &user.name)
+        .set(
+            "EAGLE_RUNNER__WORKER_COMMAND",
+            &format!("bash {} {{prompt}}", bin.join("escape-worker.sh").display()),
+        )
+        .set("EAGLE_RUNNER__WORKER_PATH", "/usr/local/bin:/usr/bin:/bin")
+        .set("EAGLE_RUNNER__REPO", &repo.display().to_string())
+        .set("EAGLE_RUNNER__MAX_ATTEMPTS", "1")
+        .set("EAGLE_RUNNER__SANDBOX__MODE", "on")
+        .set("EAGLE_RUNNER__SANDBOX__MAX_PROCESSES", "64")
+        .set("EAGLE_RUNNER__SANDBOX__MAX_FILE_SIZE", "16MiB")
+        .set("EAGLE_RUNNER__SANDBOX__MAX_DISK", "48MiB");
+    home
+}
+
+/// Another run of the same worker user, as the sandbox must hide it: its
+/// token readable by that user, its socket connectable by anyone.
+fn other_run(runs: &Path, user: &SandboxUser) -> (PathBuf, PathBuf, UnixListener) {
+    let other = runs.join("99");
+    for dir in ["work", "home", "eagle"] {
+        std::fs::create_dir_all(other.join(dir)).unwrap();
+    }
+    eagle::host::chmod(&other, 0o711).unwrap();
+    let token = other.join("home/token");
+    std::fs::write(&token, "another run's token").unwrap();
+    for path in [other.join("work"), other.join("home"), token] {
+        std::os::unix::fs::chown(&path, Some(user.uid), Some(user.gid)).unwrap();
+    }
+    let sock = other.join("eagle/sock-1");
+    let listener = UnixListener::bind(&sock).unwrap();
+    eagle::host::chmod(&sock, 0o777).unwrap();
+    (other, sock, listener)
+}
+
+fn report_of(runs: &Path, run: i64) -> BTreeMap<String, String> {
+    let path = runs.join(run.to_string()).join("work/escape-report.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "the hostile worker wrote no report at {}: {e}",
+            path.display()
+        )
+    });
+    text.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, outcome)| (name.to_string(), outcome.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_hostile_worker_escapes_nowhere_and_ordinary_work_still_works() {
+    let user = SandboxUser::create("eagle-test-sbx");
+    let home = hostile_home(&user);
+    let root = home.dir.path().to_path_buf();
+    let data = root.join("data");
+    let runs = data.join("executor/runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    let (other, other_sock, other_listener) = other_run(&runs, &user);
+    let other_reached = Arc::new(AtomicBool::new(false));
+    {
+        let flag = Arc::clone(&other_reached);
+        std::thread::spawn(move || {
+            if let Ok((mut stream, _)) = other_listener.accept() {
+                flag.store(true, Ordering::SeqCst);
+                let _ = stream.read(&mut [0u8; 8]);
+            }
+        });
+    }
+    let listeners = Listeners::start();
+    let db = data.join("eagle.db");
+    let zuliprc = home.profiles().join("eagle.zuliprc");
+    let profile = home.profiles().join("executor.toml");
+    let outside = root.join("outside");
+    let (stdout, stderr) = shell(&home, |pid| {
+        format!(
+            "!queue escape mode:escape db:{} zuliprc:{} profile:{} data:{} other:{} other_sock:{} outside:{} port:{} uport:{} abstract:{} eagle_pid:{pid}\n!go 1\n!status\n",
+            db.display(),
+            zuliprc.display(),
+            profile.display(),
+            data.display(),
+            other.display(),
+            other_sock.display(),
+            outside.display(),
+            listeners.tcp_port,
+            listeners.udp_port,
+            listeners.abstract_name,
+        )
+    });
+    let report = report_of(&runs, 1);
+    let outcome = |name: &str| {
+        report
+            .get(name)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("no outcome for {name} in {report:?}\n{stdout}\n{stderr}"))
+    };
+    for name in [
+        "read_db",
+        "read_zuliprc",
+        "read_profile",
+        "list_data",
+        "read_other_run",
+        "list_other_run",
+        "connect_other_socket",
+        "write_absolute",
+        "write_dotdot",
+        "write_symlink",
+        "write_tmp",
+        "write_eagle_home",
+        "git_config_append",
+        "git_config_command",
+        "git_hook",
+        "git_swap",
+        "tcp_by_ip",
+        "tcp_by_name",
+        "udp_by_ip",
+        "tcp_eagle_listener",
+        "udp_eagle_listener",
+        "tcp_postgres",
+        "unix_postgres",
+        "abstract_socket",
+        "signal_eagle",
+        "ptrace_eagle",
+        "environ_eagle",
+    ] {
+        assert_eq!(outcome(name), "blocked", "{name} escaped the sandbox");
+    }
+    for name in [
+        "write_workdir",
+        "write_tmpdir",
+        "git_commit",
+        "python",
+        "cc",
+        "loopback_port",
+        "proxy_env",
+        "ask_eagle",
+    ] {
+        assert_eq!(
+            outcome(name),
+            "works",
+            "{name} is broken inside the sandbox"
+        );
+    }
+    // Nothing reached from inside, nothing written outside.
+    assert!(
+        !listeners.reached.load(Ordering::SeqCst),
+        "a listener outside was reached"
+    );
+    assert!(
+        !other_reached.load(Ordering::SeqCst),
+        "another run's socket was reached"
+    );
+    for path in [
+        outside.join("escaped-absolute"),
+        outside.join("escaped-symlink"),
+        runs.join("escaped-dotdot"),
+        PathBuf::from("/tmp/eagle-escaped-1"),
+        PathBuf::from("/root/eagle-escaped-1"),
+    ] {
+        assert!(!path.exists(), "{} was written from inside", path.display());
+    }
+    let config = std::fs::read_to_string(runs.join("1/work/.git/config")).unwrap();
+    assert!(
+        !config.contains("fsmonitor") && !config.contains("hooksPath"),
+        "{config}"
+    );
+    assert!(!runs.join("1/work/.git/hooks/post-commit").exists());
+    // Eagle kept serving: the run ended as its worker said, and !status answered.
+    assert!(
+        stdout.contains("[STATUS: abandoned] run:1"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("**Executors**"), "{stdout}");
+    assert!(!stdout.contains("unconfined"), "{stdout}");
+}
+
+#[test]
+fn the_limits_stop_a_fork_bomb_a_disk_filler_and_a_file_past_its_size() {
+    let user = SandboxUser::create("eagle-test-sbx2");
+    let home = hostile_home(&user);
+    let (stdout, stderr) = shell(&home, |_| {
+        "!queue bomb mode:forkbomb\n!go 1\n!queue filler mode:disk\n!go 2\n!queue big mode:fsize\n!go 3\n!status\n"
+            .to_string()
+    });
+    let failed = |run: i64| {
+        stdout
+            .lines()
+            .find(|l| l.contains(&format!("run:{run} attempt 1 failed")))
+            .unwrap_or_else(|| panic!("run {run} was not stopped:\n{stdout}\n{stderr}"))
+            .to_string()
+    };
+    let bomb = failed(1);
+    assert!(
+        bomb.contains("limit of its sandbox") && bomb.contains("processes"),
+        "{bomb}"
+    );
+    assert!(!stdout.contains("[STATUS: forkbomb]"), "{stdout}");
+    let filler = failed(2);
+    assert!(
+        filler.contains("limit of its sandbox") && filler.contains("disk"),
+        "{filler}"
+    );
+    assert!(!stdout.contains("[STATUS: disk]"), "{stdout}");
+    let big = failed(3);
+    assert!(big.contains("max_file_size"), "{big}");
+    let size_line = stdout
+        .lines()
+        .find(|l| l.contains("[STATUS: fsize]"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(size_line.ends_with("big is 16777216 bytes"), "{size_line}");
+    assert!(stdout.contains("**Executors**"), "{stdout}");
+}
