@@ -385,6 +385,7 @@ async fn act(
             let (invocations, skipped) = invocations.split_at(invocations.len().min(max));
             let mut replies = Vec::with_capacity(invocations.len() + 1);
             let mut cx = CommandContext::new(tx, ctx.profile, ctx.bot, &ctx.poster, message);
+            cx.max_message_chars = ctx.caps.max_message_chars;
             for invocation in invocations {
                 let reply = match &invocation.result {
                     Ok(command) => commands::execute(&mut cx, command).await?,

@@ -86,6 +86,10 @@ pub enum Command {
         /// Raise a question instead of asking permission ([ESCALATE: <topic>]).
         #[arg(long)]
         escalate: bool,
+        /// How long to wait for the answer at most, in seconds: a runner
+        /// that has not answered by then (gone, or hung) exits 4.
+        #[arg(long, default_value_t = 3600)]
+        timeout: u64,
         /// The action: run_tests, create_worktree, push_branch, open_draft_pr, merge_pr, …
         action: String,
         /// What exactly (the suite, the PR); for the effects Eagle carries
@@ -228,9 +232,16 @@ pub fn run_worker_side(cli: Cli, env: BTreeMap<String, String>) -> ExitCode {
     match cli.command {
         Command::Request {
             escalate,
+            timeout,
             action,
             details,
-        } => crate::worker::asks::request(&env, &action, &details, escalate),
+        } => crate::worker::asks::request(
+            &env,
+            &action,
+            &details,
+            escalate,
+            std::time::Duration::from_secs(timeout.max(1)),
+        ),
         Command::Hook(HookCommand::ClaudePretool { timeout }) => {
             let (output, code) = crate::worker::hook_pretool(
                 &env,

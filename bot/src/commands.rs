@@ -21,6 +21,7 @@ mod control;
 mod inbox;
 mod parse;
 mod requests;
+mod show;
 mod status;
 mod tasks;
 
@@ -34,6 +35,7 @@ pub use parse::{
     strip_leading_mention, without_mentions,
 };
 pub use requests::{Approve, Deny};
+pub use show::Show;
 pub use tasks::{Go, Reanalyze};
 
 use crate::store::StoreError;
@@ -187,7 +189,7 @@ commands! {
     /// A parsed command: one variant per command, in the order `!help` lists them.
     pub enum Command {
         Help, Queue, Status, Why,
-        Approve, Deny, Go, Cancel, Hold, Unhold, Retry, Pause, Resume, Reanalyze,
+        Approve, Deny, Show, Go, Cancel, Hold, Unhold, Retry, Pause, Resume, Reanalyze,
     }
 }
 

@@ -374,13 +374,15 @@ fn escalation_text(
 ) -> String {
     let owner = owner.map(|o| format!(" {o}")).unwrap_or_default();
     let private = task.is_some_and(|t| t.origin_private);
-    let asked = if request.body.is_empty() || private {
-        String::new()
-    } else {
-        format!(" The worker asks: “{}”.", quote(&request.body))
+    // An effect is named in Eagle's words; a question in the worker's.
+    let asked = match crate::effect::describe(request, run, private) {
+        Some(what) => format!(" {what}\n"),
+        None if request.body.is_empty() || private => " ".to_string(),
+        None => format!(" The worker asks: “{}”. ", quote(&request.body)),
     };
     format!(
-        "{head}{owner} {reason}.{asked} Answer with `!approve {run_id} {id}` or `!deny {run_id} {id} <reason>`.",
+        "{head}{owner} {reason}.{asked}Answer with `!approve {run_id} {id}` or \
+         `!deny {run_id} {id} <reason>`; `!show {run_id} {id}` shows the request in full.",
         run_id = run.id,
         id = request.id
     )

@@ -11,6 +11,10 @@
 //! keep their meaning: the run's PR at the head Eagle saw, the text as the
 //! comment.
 
+mod words;
+
+pub use words::{Kind, commit_in, describe, text_summary};
+
 use serde::{Deserialize, Serialize};
 
 /// One effect with its exact parameters.

@@ -50,9 +50,10 @@ pub use inbox::Bookmark;
 pub use intake::{ExternalTask, Upserted};
 pub use leases::RUNNER_PRESENCE_PREFIX;
 pub use outbox::{Destination, NewOutboxItem, OutboxHeads, OutboxItem, OutboxKind};
-pub use pr::{CachedAnswer, PolledPr, PrLink, PrPoll, short_sha};
+pub use pr::{CachedAnswer, PolledPr, PrLink, PrPoll, PrSeen, short_sha};
 pub use requests::{
-    Approval, NewRequest, Recorded, Request, RequestStatus, RequestVia, requests_summary,
+    Approval, MAX_REQUEST_BODY, NewRequest, Recorded, Request, RequestStatus, RequestVia,
+    body_refusal, requests_summary,
 };
 pub use tasks::{
     NewRun, NewTask, Origin, PrWork, PrWorkSlot, Run, RunState, StatusCounts, Task, TaskStatus,

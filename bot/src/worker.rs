@@ -123,12 +123,15 @@ fn request_key() -> String {
     format!("{}-{:016x}", std::process::id(), fastrand::u64(..))
 }
 
-/// `eagle request`: asks and exits with the documented code.
+/// `eagle request`: asks and exits with the documented code. `within`
+/// bounds the whole wait: a runner that does not answer by then (gone,
+/// or hung) is "could not ask" (4), never silence for ever.
 pub fn request(
     env: &BTreeMap<String, String>,
     action: &str,
     details: &str,
     escalate: bool,
+    within: Duration,
 ) -> ExitCode {
     let key = request_key();
     let answer = ask(
@@ -140,7 +143,7 @@ pub fn request(
             body: details.to_string(),
             escalate,
         },
-        None,
+        Some(within),
     );
     let run = env.get(ENV_RUN).cloned().unwrap_or_default();
     ExitCode::from(report(&answer, &run, action))

@@ -609,7 +609,7 @@ async fn an_approved_asana_comment_is_posted_once_even_across_a_crash() {
         .stdin
         .take()
         .unwrap()
-        .write_all(b"!approve 1\n")
+        .write_all(format!("!approve 1 {}\n", request.id).as_bytes())
         .unwrap();
     let posted = d
         .fake

@@ -1,7 +1,8 @@
 //! The real Claude Code CLI as a worker (the pinned npm release), with its
 //! model API answered by a scripted fake of the Anthropic Messages API on
 //! 127.0.0.1 (`ANTHROPIC_BASE_URL`). What is checked: the PreToolUse hook
-//! reaches Eagle, a denied or escalated tool call does not run, stream-json
+//! reaches Eagle and denies an edit outside the run, an escalated request
+//! stops the worker, an ordinary session asks nobody, stream-json
 //! progress reaches the work log, cost and turns are recorded, and the
 //! session is resumed after the owner's `!approve`.
 
@@ -62,6 +63,24 @@ struct FakeModel {
     seen: Arc<Mutex<Seen>>,
     /// The file the model tries to write outside the run's directory.
     outside: PathBuf,
+    /// A scripted session instead of the story: one tool call per turn, in
+    /// order, then the last text.
+    script: Arc<Vec<Value>>,
+}
+
+/// How many tool results the conversation carries so far.
+fn tool_results(body: &Value) -> usize {
+    body["messages"]
+        .as_array()
+        .map(|messages| {
+            messages
+                .iter()
+                .filter_map(|m| m["content"].as_array())
+                .flatten()
+                .filter(|b| b["type"] == "tool_result")
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 /// The text of the last message if it is the user's prompt (not a tool result).
@@ -114,6 +133,17 @@ impl FakeModel {
         seen.next_id += 1;
         let n = seen.next_id;
         let text = |t: &str| json!({"type": "text", "text": t});
+        if !self.script.is_empty() {
+            let done = tool_results(body);
+            return match self.script.get(done) {
+                Some(call) => {
+                    let mut call = call.clone();
+                    call["id"] = json!(format!("toolu_s{done:03}_{n:04}"));
+                    vec![call]
+                }
+                None => vec![text("[DONE: pr_ready] the fix is committed")],
+            };
+        }
         let bash = |kind: &str, command: &str| json!({"type": "tool_use", "id": format!("toolu_{kind}_{n:04}"), "name": "Bash", "input": {"command": command}});
         match (last_prompt(body), last_tool_result(body)) {
             (Some(prompt), _) if prompt.contains(RESUME_MARKER) => {
@@ -230,9 +260,14 @@ async fn unknown(State(model): State<FakeModel>, uri: axum::http::Uri) -> Status
 }
 
 async fn start_fake(outside: PathBuf) -> (String, FakeModel) {
+    start_scripted(outside, Vec::new()).await
+}
+
+async fn start_scripted(outside: PathBuf, script: Vec<Value>) -> (String, FakeModel) {
     let model = FakeModel {
         seen: Arc::default(),
         outside,
+        script: Arc::new(script),
     };
     let app = axum::Router::new()
         .route("/v1/messages", axum::routing::post(messages))
@@ -278,12 +313,13 @@ async fn claude_code_as_a_worker_asks_through_its_hook_and_is_resumed() {
     let mut home = Home::new();
     let outside = home.dir.path().join("outside.txt");
     let (url, model) = start_fake(outside.clone()).await;
-    // A `gh` that leaves a mark where it runs instead of merging anything.
+    // A `gh` that asks Eagle, as the worker's `gh` shim does, and leaves a
+    // mark where it runs once approved instead of merging anything.
     let fakebin = home.dir.path().join("fakebin");
     std::fs::create_dir(&fakebin).unwrap();
     std::fs::write(
         fakebin.join("gh"),
-        "#!/bin/sh\necho \"$*\" > merged-marker\necho merged\n",
+        "#!/bin/sh\neagle request merge_pr \"PR #$3\" || exit $?\necho \"$*\" > merged-marker\necho merged\n",
     )
     .unwrap();
     eagle::host::chmod(&fakebin.join("gh"), 0o755).unwrap();
@@ -325,16 +361,18 @@ async fn claude_code_as_a_worker_asks_through_its_hook_and_is_resumed() {
             .unwrap_or_else(|| panic!("no {a} request:\n{stdout}\n{stderr}"))
             .clone()
     };
-    // The Write outside the run's directory was denied by policy and did not run.
-    assert_eq!(
-        action("modify_unrelated_file").status,
-        eagle::store::RequestStatus::Denied
-    );
+    // The Write outside the run's directory was denied by the hook, asked
+    // nobody, and did not run.
     assert!(!outside.exists(), "a denied tool call ran");
+    assert!(
+        requests.iter().all(|r| r.action != "modify_unrelated_file"),
+        "{requests:#?}"
+    );
     // The merge was escalated, and did not run.
     let merge = action("merge_pr");
     assert_eq!(merge.status, eagle::store::RequestStatus::Escalated);
-    assert_eq!(merge.via, "hook");
+    assert_eq!(merge.via, "socket");
+    assert_eq!(requests.len(), 1, "{requests:#?}");
     let work = home.dir.path().join("data/executor/runs/1/work");
     assert!(
         !work.join("merged-marker").exists(),
@@ -458,4 +496,196 @@ async fn a_run_over_its_cost_cap_is_held_and_its_owner_asked() {
     };
     assert!(run.held && run.cost_usd >= 0.01, "{run:?}");
     assert_eq!(run.cost_cap_usd, Some(0.01));
+}
+
+/// A small Python project with a bug (`add` subtracts), a Makefile and tests.
+fn project(dir: &Path) {
+    let files = [
+        (
+            "src/calc.py",
+            "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n",
+        ),
+        (
+            "tests/test_calc.py",
+            "import sys\nimport unittest\n\nsys.path.insert(0, 'src')\nimport calc\n\n\nclass T(unittest.TestCase):\n    def test_mul(self):\n        self.assertEqual(calc.mul(2, 3), 6)\n",
+        ),
+        (
+            "Makefile",
+            "build:\n\tmkdir -p build && python3 -c 'print(\"built\")' > build/out.txt\n\ntest:\n\tpython3 -m unittest discover -s tests -q\n\n.PHONY: build test\n",
+        ),
+        (".gitignore", "build/\n__pycache__/\n"),
+    ];
+    for (path, content) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "init",
+        ],
+    ] {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// An ordinary bug-fix session: reading, searching, editing, building,
+/// testing, local commits, loops, pipes, heredocs and `$(…)`.
+fn ordinary_session(work: &Path) -> Vec<Value> {
+    let w = |p: &str| work.join(p).display().to_string();
+    let bash = |command: &str| json!({"type": "tool_use", "name": "Bash", "input": {"command": command, "description": "work"}});
+    let tool = |name: &str, input: Value| json!({"type": "tool_use", "name": name, "input": input});
+    vec![
+        bash("ls -la"),
+        tool("Read", json!({"file_path": w("src/calc.py")})),
+        tool("Glob", json!({"pattern": "**/*.py"})),
+        tool(
+            "Grep",
+            json!({"pattern": "def add", "path": work.display().to_string()}),
+        ),
+        bash("find . -name '*.py' -not -path './.git/*' | sort"),
+        bash("sed -n '1,3p' src/calc.py"),
+        bash("awk '/def /{print FILENAME\": \"$0}' src/*.py"),
+        bash("for f in src/*.py tests/*.py; do wc -l \"$f\"; done"),
+        bash(
+            "python3 -c 'import sys; sys.path.insert(0, \"src\"); import calc; print(calc.add(2, 2))'",
+        ),
+        bash("git log --oneline | head -5"),
+        bash("git status --short"),
+        bash("grep -n test Makefile | cut -d: -f1"),
+        tool(
+            "Edit",
+            json!({"file_path": w("src/calc.py"), "old_string": "return a - b", "new_string": "return a + b"}),
+        ),
+        tool(
+            "Write",
+            json!({"file_path": w("tests/test_add.py"), "content": "import sys\nimport unittest\n\nsys.path.insert(0, 'src')\nimport calc\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(calc.add(2, 2), 4)\n"}),
+        ),
+        bash("make test 2>&1 | tail -3"),
+        bash("python3 -m unittest discover -s tests -q 2>&1 | tail -1"),
+        bash("git diff --stat"),
+        bash(
+            "git add -A && git -c user.name=w -c user.email=w@example.com commit -q -F - <<'EOF'\nfix: add() adds\n\nIt subtracted.\nEOF",
+        ),
+        bash("echo \"head: $(git rev-parse --short HEAD) on $(git branch --show-current)\""),
+        bash("git log -1 --format=%s | tr a-z A-Z"),
+        bash("grep -rn TODO src tests || true"),
+        bash("n=$(ls src | wc -l); echo \"$n file(s)\""),
+        bash(
+            "cat > notes.txt <<'EOF'\nadd was wrong\nmul was right\nEOF\nsort notes.txt | head -1",
+        ),
+        bash("python3 - <<'EOF'\nprint(sum(range(10)))\nEOF"),
+        bash("make build && cat build/out.txt"),
+        tool("Read", json!({"file_path": w("Makefile")})),
+        bash("while read -r line; do echo \"> $line\"; done < notes.txt"),
+        bash("rm -f notes.txt && git status --short | wc -l"),
+        bash(
+            "git -c user.name=w -c user.email=w@example.com commit --allow-empty -q -m 'chore: mark' && git log --oneline | wc -l",
+        ),
+        bash("if [ -f src/calc.py ]; then echo present; fi; test -d build && echo built"),
+        bash("xargs -n1 echo < /dev/null; printf '%s\\n' a b c | paste -sd, -"),
+        bash("env | grep -c '^EAGLE_RUN_' || true"),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordinary_session_asks_nobody_and_needs_one_worker() {
+    let claude = claude_bin();
+    let mut home = Home::new();
+    let repo = home.dir.path().join("repo");
+    project(&repo);
+    let work = home.dir.path().join("data/executor/runs/1/work");
+    let script = ordinary_session(&work);
+    assert!(script.len() >= 30);
+    let calls = script.len();
+    let (url, model) = start_scripted(home.dir.path().join("outside.txt"), script).await;
+    home.set(
+        "EAGLE_RUNNER__WORKER_COMMAND",
+        &format!(
+            "{} -p {{prompt}} --output-format stream-json --verbose",
+            claude.display()
+        ),
+    )
+    .set(
+        "EAGLE_RUNNER__WORKER_ENV",
+        "ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
+    )
+    .set("EAGLE_RUNNER__REPO", &repo.display().to_string())
+    .set("EAGLE_RUNNER__NO_OUTPUT_TIMEOUT", "60s")
+    .set("EAGLE_RUNNER__HOOK_TIMEOUT", "30s")
+    .set("EAGLE_RUNNER__MAX_COST_USD", "5")
+    .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s")
+    .set("ANTHROPIC_BASE_URL", &url)
+    .set("ANTHROPIC_API_KEY", "test-key-not-a-secret");
+
+    let (stdout, stderr, ok) = shell(&home, "!queue Fix add\n!go 1\n").await;
+    assert!(ok, "{stderr}");
+    let store = eagle::store::Store::open(&eagle::profile::DatabaseUrl::new(format!(
+        "sqlite://{}?mode=rwc",
+        home.dir.path().join("data/eagle.db").display()
+    )))
+    .await
+    .unwrap();
+    // Zero requests, zero pings, one worker start.
+    let requests = store.requests_of_run(1).await.unwrap();
+    assert!(requests.is_empty(), "{requests:#?}\n{stdout}");
+    assert!(!stdout.contains("@**"), "somebody was pinged:\n{stdout}");
+    let starts = stdout.matches("[STATUS: started] run:1 attempt").count();
+    assert_eq!(starts, 1, "{stdout}");
+    assert!(
+        stdout.contains("[DONE: pr_ready] run:1 the fix is committed"),
+        "{stdout}\n{stderr}"
+    );
+    // Every call ran: the model got a result for each, none an error.
+    let seen = model.seen.lock().unwrap();
+    let last = seen
+        .requests
+        .iter()
+        .max_by_key(|r| tool_results(r))
+        .expect("the model was asked");
+    assert_eq!(tool_results(last), calls, "{stdout}");
+    let errors: Vec<&Value> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|b| b["type"] == "tool_result" && b["is_error"] == true)
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    drop(seen);
+    // The edit and the commits are in the run's checkout.
+    let log = std::process::Command::new("git")
+        .args(["log", "--format=%s"])
+        .current_dir(&work)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.contains("fix: add() adds") && log.contains("chore: mark"),
+        "{log}"
+    );
+    assert!(
+        std::fs::read_to_string(work.join("src/calc.py"))
+            .unwrap()
+            .contains("return a + b")
+    );
 }

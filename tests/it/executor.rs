@@ -88,7 +88,7 @@ fn the_shell_runs_the_seed_story_and_a_second_shell_resumes_it() {
     );
 
     // A second session goes on where the first stopped.
-    let out = home.run(&["shell"], "!status run 1\n!approve 1 squash it first\n");
+    let out = home.run(&["shell"], "!status run 1\n!approve 1 4 squash it first\n");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("req 4 merge_pr (escalated"), "{stdout}");
@@ -285,38 +285,50 @@ async fn recorded_claude_code_hook_inputs_get_the_right_decisions() {
             (name.to_string(), decision.to_string())
         })
         .collect();
-    let want = [
+    // Inside the sandbox nothing asks: every call runs but an edit outside
+    // the working directory (or of the checkout's git configuration) and a
+    // question nobody would answer. Pushes and merges are the `git` and
+    // `gh` shims' to turn into requests, not the hook's.
+    let mut want = vec![
         ("ask-user", "deny"),
-        ("bash-merge", "deny"),
+        ("bash-awk", "allow"),
+        ("bash-find", "allow"),
+        ("bash-for-loop", "allow"),
+        ("bash-heredoc-commit", "allow"),
+        ("bash-make", "allow"),
+        ("bash-merge", "allow"),
+        ("bash-pip-install", "allow"),
+        ("bash-pipes", "allow"),
         ("bash-push", "allow"),
+        ("bash-python-c", "allow"),
+        ("bash-redirect-outside", "allow"),
+        ("bash-sed", "allow"),
+        ("bash-subst", "allow"),
         ("bash-tests", "allow"),
-        ("bash-unknown", "deny"),
+        ("bash-unknown", "allow"),
+        ("edit-git-config", "deny"),
         ("edit-inside", "allow"),
         ("read", "allow"),
         ("subagent-grep", "allow"),
+        ("webfetch", "allow"),
+        ("write-home", "deny"),
         ("write-outside", "deny"),
+        ("write-parent", "deny"),
     ];
-    let got: Vec<(&str, &str)> = decisions
+    want.sort();
+    let mut got: Vec<(&str, &str)> = decisions
         .iter()
         .map(|(a, b)| (a.as_str(), b.as_str()))
         .collect();
+    got.sort();
     assert_eq!(got, want, "{stdout}");
-    // What the table asks about went to Eagle and was decided there.
+    // Nothing became a request, and nobody was asked.
     let store = home_store(&home).await;
     let requests = store.requests_of_run(1).await.unwrap();
-    let status = |action: &str| {
-        requests
-            .iter()
-            .find(|r| r.action == action)
-            .map(|r| r.status)
-            .unwrap_or_else(|| panic!("no {action} request: {requests:#?}"))
-    };
-    assert_eq!(status("run_tests"), RequestStatus::Approved);
-    assert_eq!(status("push_branch"), RequestStatus::Approved);
-    assert_eq!(status("modify_unrelated_file"), RequestStatus::Denied);
-    assert_eq!(status("merge_pr"), RequestStatus::Escalated);
-    assert_eq!(status("run_command"), RequestStatus::Escalated);
-    assert!(requests.iter().all(|r| r.via == "hook"));
+    assert!(requests.is_empty(), "{requests:#?}");
+    let run_posts = posts(&stdout, 1);
+    let pings: Vec<_> = run_posts.iter().filter(|p| p.contains("@**")).collect();
+    assert!(pings.is_empty(), "{pings:#?}");
 }
 
 /// The seed story through Zulip, with both profiles as separate processes.
@@ -429,6 +441,22 @@ async fn seed_story_through_zulip(db: crate::support::Db) {
     realm
         .fake
         .post(realm.alex, "executor", "run 1", "!approve 1");
+    // A merge is approved only by its id.
+    wait_post(
+        &realm,
+        realm.eagle,
+        &format!(
+            "which is approved only by its id: `!approve 1 {}`",
+            merge.id
+        ),
+    )
+    .await;
+    realm.fake.post(
+        realm.alex,
+        "executor",
+        "run 1",
+        &format!("!approve 1 {}", merge.id),
+    );
     wait_post(
         &realm,
         realm.eagle,
@@ -593,11 +621,17 @@ fn a_worker_running_as_its_own_user_cannot_reach_eagles_secrets() {
         .unwrap_or_else(|| panic!("the spoofing worker reported nothing:\n{stdout}\n{stderr}"));
     assert!(
         spoof.ends_with(&format!(
-            "db=denied zuliprc=denied environ=denied token=refused user={}",
+            "db=denied zuliprc=denied environ=denied token=exit4 user={}",
             user
         )),
         "{spoof}"
     );
+    // The forged ask was refused before anything was recorded.
+    let requests = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async { home_store(&home).await.requests_of_run(1).await })
+        .unwrap();
+    assert!(requests.iter().all(|r| r.body != "forged"), "{requests:#?}");
     // The worker's own [APPROVED: …] line is not relayed, and decides nothing.
     assert!(
         !stdout.contains("approved by the worker itself"),

@@ -18,6 +18,7 @@ mod policy;
 mod prloop;
 mod promises;
 mod prstore;
+mod requests;
 mod runs;
 mod sandbox;
 mod store;

@@ -86,6 +86,15 @@ async fn default_approval_implements_the_table() {
         (Request, "run_tests", Outcome::Approve, false, ""),
         (Request, "open_draft_pr", Outcome::Approve, false, ""),
         (Request, "push_branch", Outcome::Approve, false, ""),
+        (Request, "comment_on_pr", Outcome::Approve, false, ""),
+        (Request, "reply_thread", Outcome::Approve, false, ""),
+        (
+            Request,
+            "run_command",
+            Outcome::Escalate,
+            true,
+            "the operator's rules",
+        ),
         (
             Request,
             "post_asana_comment",
@@ -159,17 +168,20 @@ async fn default_approval_implements_the_table() {
     // Configuration may approve more routine actions, never the fixed ones.
     let host = host_with(
         "default-approval",
-        r#"{"also_approve": ["run_lint", "merge_pr"]}"#,
+        r#"{"also_approve": ["run_lint", "merge_pr", "post_asana_comment", "run_command"]}"#,
     )
     .await;
     assert_eq!(
         host.decide(&request(Request, "run_lint")).await.outcome,
         Outcome::Approve
     );
-    assert_eq!(
-        host.decide(&request(Request, "merge_pr")).await.outcome,
-        Outcome::Escalate
-    );
+    for fixed in ["merge_pr", "post_asana_comment", "run_command"] {
+        assert_eq!(
+            host.decide(&request(Request, fixed)).await.outcome,
+            Outcome::Escalate,
+            "{fixed}"
+        );
+    }
 }
 
 async fn host_with(name: &str, config: &str) -> PolicyHost {

@@ -134,6 +134,7 @@ fn poll<'a>(run: &eagle::store::Run, head: &'a str, work: Option<PrWork>) -> PrP
         read_at: run.updated_at,
         ci_triggered_sha: None,
         comments_seen_at: None,
+        seen: None,
     }
 }
 

@@ -48,6 +48,9 @@ pub struct CommandContext<'t, 'a> {
     /// Where the approver commands post about runs (the executor channel, as Eagle).
     pub poster: &'a Poster,
     pub message: &'a InboundMessage,
+    /// The longest message the transport sends, in characters (`!show`
+    /// fits each part of a request in one).
+    pub max_message_chars: usize,
     /// How many `!queue` commands of this message captured a task so far:
     /// each gets its own task id.
     queued: usize,
@@ -68,6 +71,7 @@ impl<'t, 'a> CommandContext<'t, 'a> {
             bot,
             poster,
             message,
+            max_message_chars: 10_000,
             queued: 0,
         }
     }

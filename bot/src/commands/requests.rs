@@ -24,10 +24,11 @@ impl ChatCommand for Approve {
         args: "<run id> [request id] [note]",
         summary: "approve a worker's pending request",
         details: "`!approve 42` approves the request run 42 is waiting on (when exactly one \
-                  waits); `!approve 42 7` approves request 7 of run 42 exactly. Words after the \
-                  ids are a note the worker gets when it is resumed: `!approve 42 7 squash it first`. \
-                  An approval binds to that request and its parameters: the worker may do exactly \
-                  what it asked, once.",
+                  waits); `!approve 42 7` approves request 7 of run 42 exactly. A merge, a PR \
+                  comment, a thread reply or an Asana comment is approved only by its id \
+                  (`!show 42 7` shows it in full). Words after the ids are a note the worker gets \
+                  when it is resumed: `!approve 42 7 squash it first`. An approval binds to that \
+                  request and its exact text: the worker may do exactly what it asked, once.",
         access: Access::Approvers,
     };
 
@@ -148,6 +149,21 @@ async fn decide(
             }
         },
         None => match open.as_slice() {
+            // What cannot be taken back, or is posted in Eagle's name, is
+            // approved only by its id: the approver names what they read.
+            [one]
+                if approve
+                    && crate::effect::Kind::of(&one.action)
+                        .is_some_and(crate::effect::Kind::needs_request_id) =>
+            {
+                return Ok(CommandReply::refused(format!(
+                    "Run {run_id} waits on request {id} ({action}), which is approved only by \
+                     its id: `!approve {run_id} {id}` (`!show {run_id} {id}` shows it in full \
+                     first). Nothing was changed.",
+                    id = one.id,
+                    action = one.action
+                )));
+            }
             [one] => *one,
             [] => {
                 return Ok(CommandReply::refused(format!(

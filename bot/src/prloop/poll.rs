@@ -8,7 +8,7 @@ use chrono::{DateTime, SubsecRound, Utc};
 use super::rule::{Facts, Memo, PrFacts, RunFacts, Step, Trigger, by_human, next_step};
 use super::{ACTOR, NO_PR_NUMBER, PollError, PrLoop, Watcher, quote};
 use crate::github::{PrState, PullRequestView, Repo};
-use crate::store::{PrPoll, PrWork, RequestStatus, Run, RunState, Transition, short_sha};
+use crate::store::{PrPoll, PrSeen, PrWork, RequestStatus, Run, RunState, Transition, short_sha};
 use crate::text::{neutralize_mentions, one_line};
 
 impl PrLoop {
@@ -171,6 +171,7 @@ impl PrLoop {
                 read_at: run.updated_at,
                 ci_triggered_sha: triggered,
                 comments_seen_at: None,
+                seen: Some(&pr_seen(&view)),
             })
             .await?
         else {
@@ -401,12 +402,29 @@ impl PrLoop {
                     read_at: run.updated_at,
                     ci_triggered_sha: None,
                     comments_seen_at: None,
+                    seen: Some(&pr_seen(view)),
                 })
                 .await?;
             }
         }
         tx.commit().await?;
         Ok(())
+    }
+}
+
+/// What Eagle keeps of a poll for what it says about a merge.
+fn pr_seen(view: &PullRequestView) -> PrSeen {
+    use crate::github::CiState;
+    PrSeen {
+        title: view.pull.title.clone(),
+        head_ref: view.pull.head_ref.clone(),
+        base_ref: view.pull.base_ref.clone(),
+        ci: match &view.ci {
+            CiState::Green => "green".into(),
+            CiState::Running => "running".into(),
+            CiState::NeverRan => "never ran".into(),
+            CiState::Failed { failed } => format!("failed: {}", failed.join(", ")),
+        },
     }
 }
 

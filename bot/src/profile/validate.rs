@@ -31,7 +31,8 @@ pub const PROMPT_KINDS: &[&str] = &[
     "pr_review",
 ];
 /// The actions the hook table may map a command to (`read` needs no request).
-const HOOK_ACTIONS_HINT: &str = "read, or an action such as run_tests, run_build, push_branch";
+const HOOK_ACTIONS_HINT: &str =
+    "the action of the request it becomes, such as run_command (or read, which asks nothing)";
 
 /// Names the origin of a key: the environment variable that overrode it, or the file.
 pub(super) struct Origins<'a> {

@@ -20,10 +20,10 @@ use tokio_util::sync::CancellationToken;
 use super::Shared;
 use super::hook::{self, HookInput, HookVerdict};
 use super::wire::{Answer, Ask, MAX_LINE, Status, valid_action};
-use crate::store::{Fence, NewRequest, Request, RequestStatus, RequestVia, StoreError};
+use crate::store::{
+    Fence, NewRequest, Request, RequestStatus, RequestVia, StoreError, body_refusal,
+};
 
-/// The longest request body kept.
-const MAX_BODY_CHARS: usize = 2_000;
 /// How long a worker has to send its question once connected.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections one attempt's socket serves at once; one over it is closed
@@ -101,6 +101,10 @@ async fn handle(stream: UnixStream, ctx: &SocketCtx) {
     let mut reader = BufReader::new(read.take(MAX_LINE as u64));
     let mut line = String::new();
     let answer = match tokio::time::timeout(READ_TIMEOUT, reader.read_line(&mut line)).await {
+        Ok(Ok(n)) if n >= MAX_LINE && !line.ends_with('\n') => Answer::new(
+            Status::Invalid,
+            format!("the request is over {MAX_LINE} bytes: refused, not read"),
+        ),
         Ok(Ok(_)) => match serde_json::from_str::<Ask>(&line) {
             Ok(ask) => answer(ctx, ask).await,
             Err(_) => Answer::new(Status::Invalid, "not a request Eagle understands"),
@@ -181,6 +185,10 @@ async fn request(
             ),
         ));
     }
+    // Refused whole, never cut: an approval binds to the exact bytes.
+    if let Some(refusal) = body_refusal(&body) {
+        return Ok(Answer::new(Status::Invalid, refusal));
+    }
     if let Some(refused) = super::effects::precheck(ctx, &action, &body).await? {
         return Ok(refused);
     }
@@ -192,10 +200,7 @@ async fn request(
         via: RequestVia::Socket,
         escalate,
         action,
-        body: crate::mirror::cap(
-            &crate::text::one_line(&body, MAX_BODY_CHARS),
-            MAX_BODY_CHARS,
-        ),
+        body,
     };
     let recorded = match record(ctx, &new).await? {
         None => return Ok(flooded(ctx)),
@@ -230,6 +235,9 @@ async fn hook_call(ctx: &SocketCtx, input: serde_json::Value) -> Result<Answer, 
                 .unwrap_or_else(|| format!("{:016x}", fastrand::u64(..)));
             let mut ids = Vec::new();
             for ask in asks {
+                if let Some(refusal) = body_refusal(&ask.body) {
+                    return Ok(Answer::new(Status::Denied, refusal));
+                }
                 let new = NewRequest {
                     run_id: ctx.fence.run,
                     attempt: ctx.fence.attempt,
@@ -237,10 +245,7 @@ async fn hook_call(ctx: &SocketCtx, input: serde_json::Value) -> Result<Answer, 
                     via: RequestVia::Hook,
                     escalate: false,
                     action: ask.action,
-                    body: crate::mirror::cap(
-                        &crate::text::one_line(&ask.body, MAX_BODY_CHARS),
-                        MAX_BODY_CHARS,
-                    ),
+                    body: ask.body,
                 };
                 match record(ctx, &new).await? {
                     Some(Ok(request)) => ids.push(request.id),

@@ -106,6 +106,19 @@ pub struct PrPoll<'a> {
     pub ci_triggered_sha: Option<&'a str>,
     /// Comments up to here have been considered.
     pub comments_seen_at: Option<DateTime<Utc>>,
+    /// What the poll saw of the PR, kept for what Eagle says about a merge.
+    pub seen: Option<&'a PrSeen>,
+}
+
+/// What a poll saw of a PR, in Eagle's words: an escalation of a merge and
+/// `!show` name these, never what the worker wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PrSeen {
+    pub title: String,
+    pub head_ref: String,
+    pub base_ref: String,
+    /// CI on the head: `green`, `running`, `never ran`, `failed: a, b`.
+    pub ci: String,
 }
 
 /// What recording a poll did.
@@ -254,7 +267,9 @@ impl Tx {
                  pr_poll = COALESCE($7, pr_poll), pr_work = $8, \
                  ci_attempts = ci_attempts + $9, pr_rounds = pr_rounds + $13, \
                  ci_triggered_sha = COALESCE($10, ci_triggered_sha), \
-                 pr_comments_seen_at = COALESCE($11, pr_comments_seen_at), updated_at = $4 \
+                 pr_comments_seen_at = COALESCE($11, pr_comments_seen_at), updated_at = $4, \
+                 pr_title = COALESCE($14, pr_title), pr_head_ref = COALESCE($15, pr_head_ref), \
+                 pr_base_ref = COALESCE($16, pr_base_ref), pr_ci = COALESCE($17, pr_ci) \
                  WHERE id = $1 AND state = $12 AND lease_owner IS NULL",
             )
             .bind(poll.run)
@@ -270,6 +285,10 @@ impl Tx {
             .bind(poll.comments_seen_at)
             .bind(poll.state.as_str())
             .bind(i64::from(poll.counts_round))
+            .bind(poll.seen.map(|p| p.title.as_str()))
+            .bind(poll.seen.map(|p| p.head_ref.as_str()))
+            .bind(poll.seen.map(|p| p.base_ref.as_str()))
+            .bind(poll.seen.map(|p| p.ci.as_str()))
             .execute(conn)
             .await
             .map(|done| done.rows_affected())

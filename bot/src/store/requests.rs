@@ -84,6 +84,24 @@ impl RequestVia {
     }
 }
 
+/// The longest request body Eagle records, in bytes. A longer one is
+/// refused whole, never cut: an approval binds to exactly the bytes a
+/// human could read (`!show`), so none may be dropped.
+pub const MAX_REQUEST_BODY: usize = 64 * 1024;
+
+/// Why a request body cannot be recorded, if it cannot: it is over
+/// [`MAX_REQUEST_BODY`].
+pub fn body_refusal(body: &str) -> Option<String> {
+    (body.len() > MAX_REQUEST_BODY).then(|| {
+        format!(
+            "the request's text is {} bytes, over Eagle's limit of {MAX_REQUEST_BODY} bytes; \
+             it is refused, not cut: ask for something shorter (put long text in a file of the \
+             run and name it)",
+            body.len()
+        )
+    })
+}
+
 /// A request to record.
 #[derive(Debug, Clone)]
 pub struct NewRequest {
@@ -99,7 +117,8 @@ pub struct NewRequest {
 }
 
 impl NewRequest {
-    /// What a decision binds to: the run, the kind, the action and the words.
+    /// What a decision binds to: the run, the kind, the action and the
+    /// body's exact bytes (nothing folded, nothing cut).
     pub fn params_hash(&self) -> String {
         use sha2::Digest;
         let mut hasher = sha2::Sha256::new();
@@ -188,6 +207,10 @@ impl Tx {
     /// Records a worker's request, once per (run, attempt, key), pending for
     /// the decider. The runner must hold the run.
     pub async fn record_request(&mut self, new: &NewRequest, fence: &Fence) -> Result<Recorded> {
+        if let Some(refusal) = body_refusal(&new.body) {
+            // The runner refuses these before: nothing cut reaches the table.
+            return Err(StoreError::Corrupt(refusal));
+        }
         // Locked (on PostgreSQL) until commit: the claim cannot end meanwhile.
         let run = self
             .run_for_update(fence.run)

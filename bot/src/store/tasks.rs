@@ -275,6 +275,12 @@ pub struct Run {
     pub pr_work_done_at: Option<DateTime<Utc>>,
     /// PR workers asked for so far.
     pub pr_rounds: i64,
+    /// What the PR loop last saw of the PR: its title, head and base
+    /// branches, and CI on its head (`green`, `running`, `failed: …`).
+    pub pr_title: Option<String>,
+    pub pr_head_ref: Option<String>,
+    pub pr_base_ref: Option<String>,
+    pub pr_ci: Option<String>,
     /// Attempts that ended waiting for decisions (held past `max_waits`).
     pub waits: i64,
 }
@@ -353,7 +359,8 @@ pub(super) const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, star
     worker_alive_until, worker_exit_code, worker_exit_file, log_offset, socket_path, \
     token_sha256, cost_usd, session_cost_usd, cost_cap_usd, turns, slot, pr_repo, head_sha, \
     pr_work, pr_status, pr_checked_at, review_green_sha, pr_comments_seen_at, pr_poll, \
-    head_seen_at, ci_triggered_sha, pr_closed_at, pr_work_done_sha, pr_work_done_at, pr_rounds, waits";
+    head_seen_at, ci_triggered_sha, pr_closed_at, pr_work_done_sha, pr_work_done_at, pr_rounds, waits, \
+    pr_title, pr_head_ref, pr_base_ref, pr_ci";
 
 const OPEN_TASK_FILTER: &str = "status NOT IN ('skip', 'done', 'cancelled')";
 const OPEN_RUN_FILTER: &str = "state NOT IN ('complete', 'abandoned', 'cancelled')";

@@ -20,17 +20,18 @@ pub fn request(
     action: &str,
     details: &[String],
     escalate: bool,
+    within: std::time::Duration,
 ) -> ExitCode {
     if escalate || !CARRIED.contains(&action) {
-        return super::request(env, action, &details.join(" "), escalate);
+        return super::request(env, action, &details.join(" "), escalate, within);
     }
     match effect_of(action, details) {
         Ok(Some(effect)) => {
-            let answer = ask_effect(env, &effect);
+            let answer = ask_effect(env, &effect, Some(within));
             ExitCode::from(report(&answer, env, action))
         }
         // The old free-text forms of merge_pr and post_asana_comment.
-        Ok(None) => super::request(env, action, &details.join(" "), false),
+        Ok(None) => super::request(env, action, &details.join(" "), false, within),
         Err(why) => {
             eprintln!("eagle request {action}: {why}");
             ExitCode::from(EXIT_UNREACHABLE)
@@ -39,7 +40,11 @@ pub fn request(
 }
 
 /// Asks for one effect and waits for what Eagle did.
-pub fn ask_effect(env: &BTreeMap<String, String>, effect: &Effect) -> Result<Answer, AskError> {
+pub fn ask_effect(
+    env: &BTreeMap<String, String>,
+    effect: &Effect,
+    within: Option<std::time::Duration>,
+) -> Result<Answer, AskError> {
     let key = request_key();
     let body = effect.to_body();
     ask(
@@ -51,7 +56,7 @@ pub fn ask_effect(env: &BTreeMap<String, String>, effect: &Effect) -> Result<Ans
             body: body.clone(),
             escalate: false,
         },
-        None,
+        within,
     )
 }
 

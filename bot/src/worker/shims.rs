@@ -111,7 +111,7 @@ fn push_one(env: &BTreeMap<String, String>, spec: &str) -> String {
         sha,
         branch: Some(branch.to_string()),
     };
-    match ask_effect(env, &effect) {
+    match ask_effect(env, &effect, None) {
         Ok(answer) if answer.status == Status::Approved => {
             if !answer.reason.is_empty() {
                 eprintln!("eagle: {}", answer.reason);
@@ -140,7 +140,7 @@ fn gh(env: &BTreeMap<String, String>, args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let answer = ask_effect(env, &effect);
+    let answer = ask_effect(env, &effect, None);
     if let Ok(a) = &answer
         && a.status == Status::Approved
     {

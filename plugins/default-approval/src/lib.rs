@@ -2,30 +2,42 @@
 //!
 //! | line | vote |
 //! |---|---|
-//! | `[REQUEST: create_worktree]`, `run_build`, `run_tests`, `open_draft_pr`, `push_branch` | approve |
-//! | `[REQUEST: post_asana_comment]` | escalate: show the owner, wait |
+//! | `[REQUEST: push_branch]`, `open_draft_pr`, `comment_on_pr`, `reply_thread`, `create_worktree`, `run_build`, `run_tests` | approve |
+//! | `[REQUEST: post_asana_comment]` | escalate, always: show the owner, wait |
 //! | `[REQUEST: merge_pr]` | escalate, always |
+//! | `[REQUEST: run_command]` (an operator's `hook_rules`) | escalate |
 //! | `[REQUEST: modify_unrelated_file]` | deny, and notify the owner |
 //! | `[ESCALATE: scope_expansion]` | deny by default, and notify the owner |
 //! | `[ESCALATE: *]`, any other request | escalate |
 //!
+//! Eagle carries out the approved effects itself, bound to the exact text
+//! approved: a push of the named commit to the run's own branch, the draft
+//! PR from it, the comment or reply as written.
+//!
 //! Configuration (optional): `also_approve`, a list of further request
 //! actions to approve silently. It can never approve `merge_pr`,
-//! `post_asana_comment` or `modify_unrelated_file`.
+//! `post_asana_comment`, `run_command` or `modify_unrelated_file`.
 
 use eagle_policy_sdk::{Config, Decision, Metadata, Policy, Request, RequestKind, export_policy};
 
 /// Routine actions a worker may take without asking anyone.
 const APPROVE_SILENTLY: &[&str] = &[
+    "push_branch",
+    "open_draft_pr",
+    "comment_on_pr",
+    "reply_thread",
     "create_worktree",
     "run_build",
     "run_tests",
-    "open_draft_pr",
-    "push_branch",
 ];
 
 /// Actions whose handling the table fixes; configuration cannot approve them.
-const NEVER_SILENT: &[&str] = &["merge_pr", "post_asana_comment", "modify_unrelated_file"];
+const NEVER_SILENT: &[&str] = &[
+    "merge_pr",
+    "post_asana_comment",
+    "run_command",
+    "modify_unrelated_file",
+];
 
 struct DefaultApproval;
 
@@ -34,7 +46,7 @@ impl Policy for DefaultApproval {
         Metadata::new(
             "default-approval",
             env!("CARGO_PKG_VERSION"),
-            "approves routine worker requests, escalates merges and Asana comments, denies unrelated edits and scope expansion",
+            "approves pushes, draft PRs, PR comments and replies, escalates merges, Asana comments and the operator's commands, denies unrelated edits and scope expansion",
         )
         .deciding()
     }
@@ -47,6 +59,9 @@ impl Policy for DefaultApproval {
                     Decision::escalate("posting an Asana comment: the owner sees it first")
                 }
                 "merge_pr" => Decision::escalate("merging a pull request always needs a human"),
+                "run_command" => Decision::escalate(
+                    "the operator's rules ask a human about this command",
+                ),
                 "modify_unrelated_file" => Decision::deny(
                     "modifying a file unrelated to the task is not allowed; stay within the task",
                 )

@@ -13,7 +13,9 @@ use super::{Ending, Worker};
 use crate::protocol::{Line, Tag};
 use crate::runner::Shared;
 use crate::runner::output::{Event, events};
-use crate::store::{Fence, NewRequest, Recorded, Request, RequestVia, StoreError, Tx};
+use crate::store::{
+    Fence, NewRequest, Recorded, Request, RequestVia, StoreError, Tx, body_refusal,
+};
 use crate::text::{neutralize_mentions, one_line};
 
 /// The longest worker text relayed in one post.
@@ -103,6 +105,18 @@ impl Worker {
                                 flooded = true;
                                 continue;
                             }
+                            // Refused whole, never cut: an approval binds
+                            // to the exact bytes.
+                            if let Some(refusal) = body_refusal(&p.body) {
+                                tracing::warn!(run, action = %p.action, "a request line over the limit; refused");
+                                let text = format!(
+                                    "run {run}: a [{}: {}] line was not recorded: {refusal}",
+                                    p.tag.as_str(),
+                                    p.action
+                                );
+                                self.shared.poster.post(&mut tx, &topic, &text).await?;
+                                continue;
+                            }
                             let new = NewRequest {
                                 run_id: run,
                                 attempt: self.fence.attempt,
@@ -110,7 +124,7 @@ impl Worker {
                                 via: RequestVia::Line,
                                 escalate: p.tag == Tag::Escalate,
                                 action: p.action.clone(),
-                                body: crate::mirror::cap(&one_line(&p.body, 2_000), 2_000),
+                                body: p.body.clone(),
                             };
                             record_request(
                                 &mut tx,
