@@ -130,8 +130,8 @@ fn integration_checks(profile: &Profile) -> Vec<(crate::runner::Severity, String
         )),
     }
     if profile.role == Role::Orchestrator {
-        match &profile.analyzer.command {
-            Some(command) => out.push((
+        if let Some(command) = &profile.analyzer.command {
+            out.push((
                 Severity::Ok,
                 format!(
                     "analyzer: filters, then `{}` (no output {}, at most {})",
@@ -139,8 +139,7 @@ fn integration_checks(profile: &Profile) -> Vec<(crate::runner::Severity, String
                     human(profile.analyzer.no_output_timeout),
                     human(profile.analyzer.hard_timeout)
                 ),
-            )),
-            None => {}
+            ));
         }
         let as_root = crate::host::euid() == 0
             && match profile.analyzer.worker_user.as_deref() {
