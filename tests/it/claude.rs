@@ -149,7 +149,7 @@ impl FakeModel {
             (Some(prompt), _) if prompt.contains(RESUME_MARKER) => {
                 vec![
                     text("Merging as approved."),
-                    bash("merge", "gh pr merge 1 --squash"),
+                    bash("merge", "gh-merge pr merge 1 --squash"),
                 ]
             }
             (Some(_), _) => vec![
@@ -158,7 +158,7 @@ impl FakeModel {
                        "input": {"file_path": self.outside.display().to_string(), "content": "outside\n"}}),
             ],
             (None, Some((id, _))) if id.starts_with("toolu_write") => {
-                vec![bash("merge", "gh pr merge 1 --squash")]
+                vec![bash("merge", "gh-merge pr merge 1 --squash")]
             }
             (None, Some((id, true))) if id.starts_with("toolu_merge") => {
                 vec![text(
@@ -313,16 +313,17 @@ async fn claude_code_as_a_worker_asks_through_its_hook_and_is_resumed() {
     let mut home = Home::new();
     let outside = home.dir.path().join("outside.txt");
     let (url, model) = start_fake(outside.clone()).await;
-    // A `gh` that asks Eagle, as the worker's `gh` shim does, and leaves a
+    // A `gh-merge` that asks Eagle in the free-text form (the `gh` shim asks
+    // with parameters and Eagle merges), and leaves a
     // mark where it runs once approved instead of merging anything.
     let fakebin = home.dir.path().join("fakebin");
     std::fs::create_dir(&fakebin).unwrap();
     std::fs::write(
-        fakebin.join("gh"),
+        fakebin.join("gh-merge"),
         "#!/bin/sh\neagle request merge_pr \"PR #$3\" || exit $?\necho \"$*\" > merged-marker\necho merged\n",
     )
     .unwrap();
-    eagle::host::chmod(&fakebin.join("gh"), 0o755).unwrap();
+    eagle::host::chmod(&fakebin.join("gh-merge"), 0o755).unwrap();
     home.set(
         "EAGLE_RUNNER__WORKER_COMMAND",
         &format!(
@@ -556,11 +557,9 @@ fn ordinary_session(work: &Path) -> Vec<Value> {
     vec![
         bash("ls -la"),
         tool("Read", json!({"file_path": w("src/calc.py")})),
-        tool("Glob", json!({"pattern": "**/*.py"})),
-        tool(
-            "Grep",
-            json!({"pattern": "def add", "path": work.display().to_string()}),
-        ),
+        // (Glob and Grep are not offered in a `-p` session of this release.)
+        bash("ls src tests"),
+        bash("grep -rn 'def add' --include='*.py' ."),
         bash("find . -name '*.py' -not -path './.git/*' | sort"),
         bash("sed -n '1,3p' src/calc.py"),
         bash("awk '/def /{print FILENAME\": \"$0}' src/*.py"),
@@ -672,9 +671,9 @@ async fn an_ordinary_session_asks_nobody_and_needs_one_worker() {
         .collect();
     assert!(errors.is_empty(), "{errors:#?}");
     drop(seen);
-    // The edit and the commits are in the run's checkout.
+    // The edit and the commits are in the run's checkout (the worker's user's).
     let log = std::process::Command::new("git")
-        .args(["log", "--format=%s"])
+        .args(["-c", "safe.directory=*", "log", "--format=%s"])
         .current_dir(&work)
         .output()
         .unwrap();

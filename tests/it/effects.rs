@@ -325,19 +325,10 @@ async fn comment_posted_once(db: Db) {
     let fake = github(&mut home).await;
     fake.push_branch(REPO, "eagle/run-1", &fix);
     let out = dir.path().join("notes");
-    // The worker asks to comment: a human decides (exit 3, it stops).
-    shell(
-        &home,
-        &format!("!queue Fix it mode:comment out:{}\n!go 1\n", out.display()),
-    );
-    assert_eq!(note(&notes(&out), "comment"), "3", "{:#?}", notes(&out));
     let store = db.open().await;
-    let request = requests(&store, "comment_on_pr").await.remove(0);
-    let marker = format!("<!-- eagle:run-1-req-{} -->", request.id);
-    assert!(fake.issue_comments(REPO, 1).is_empty());
-
-    // Approved: GitHub takes the comment but never answers, and Eagle is
-    // killed (SIGKILL) while it waits.
+    // The worker asks to comment; the default policy approves it. GitHub
+    // takes the comment but never answers, and Eagle is killed (SIGKILL)
+    // while it waits.
     fake.inject(
         fake_apis::GitHubRoute::CreateIssueComment,
         fake_apis::GitHubFault::AcceptThenHang,
@@ -350,22 +341,30 @@ async fn comment_posted_once(db: Db) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    eagle
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(format!("!approve 1 {}\n", request.id).as_bytes())
+    let mut stdin = eagle.stdin.take().unwrap();
+    stdin
+        .write_all(format!("!queue Fix it mode:comment out:{}\n!go 1\n", out.display()).as_bytes())
         .unwrap();
     let posted = fake
         .wait_until(crate::zulip::WAIT, |f| {
             f.issue_comments(REPO, 1)
                 .iter()
-                .any(|c| c.body.contains(&marker))
+                .any(|c| c.body.contains("<!-- eagle:run-1-req-"))
         })
         .await;
     assert!(posted, "the comment never reached GitHub");
     eagle.kill().unwrap();
     eagle.wait().unwrap();
+    drop(stdin);
+    let request = requests(&store, "comment_on_pr").await.remove(0);
+    let marker = format!("<!-- eagle:run-1-req-{} -->", request.id);
+    assert_eq!(
+        fake.issue_comments(REPO, 1)
+            .iter()
+            .filter(|c| c.body.contains(&marker))
+            .count(),
+        1
+    );
     let pending = store.request(request.id).await.unwrap().unwrap();
     assert!(
         pending.carried_out_at.is_none(),
@@ -393,12 +392,22 @@ async fn comment_posted_once(db: Db) {
         format!("Ready for a look: the preview is fixed.\n\n{marker}")
     );
     assert_eq!(marked[0].login.as_deref(), Some("eagle-bot"));
+    // A worker run again asks again (a new request, its own marker): each
+    // request's comment is on GitHub once, and GitHub was asked once for each.
+    let mut markers: Vec<&str> = comments
+        .iter()
+        .filter_map(|c| c.body.rsplit_once("<!-- eagle:").map(|(_, m)| m))
+        .collect();
+    let all = markers.len();
+    markers.sort_unstable();
+    markers.dedup();
+    assert_eq!(markers.len(), all, "{comments:#?}");
     let posts = fake
         .requests()
         .into_iter()
         .filter(|r| r.method == "POST" && r.path.ends_with("/issues/1/comments"))
         .count();
-    assert_eq!(posts, 1);
+    assert_eq!(posts, all, "{comments:#?}");
     fake.clear_violations();
 }
 

@@ -73,11 +73,12 @@ fn the_shell_runs_the_seed_story_and_a_second_shell_resumes_it() {
         "Eagle: [APPROVED: open_draft_pr] run:1 req:3 (default-approval)",
         "Исполнитель: [REQUEST: merge_pr] run:1 req:4",
         "Eagle: [ESCALATED: merge_pr] run:1 req:4 @**",
-        "`!approve 1 4`",
         "Исполнитель: [STATUS: waiting] run:1",
     ] {
         assert!(find(needle).is_some(), "missing {needle:?} in:\n{stdout}");
     }
+    // The escalation names the one command that answers it (on its own line).
+    assert!(stdout.contains("`!approve 1 4`"), "{stdout}");
     assert!(find("[APPROVED: create_worktree]") > find("[REQUEST: create_worktree]"));
     // Routine approvals ping nobody; only the escalation mentions the owner.
     let mentions: Vec<&&str> = run.iter().filter(|p| p.contains("@**")).collect();

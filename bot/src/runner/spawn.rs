@@ -238,23 +238,27 @@ async fn clone_repo(
     // a global configuration of Eagle's, naming only it as safe, lets the
     // worker's user clone it without git calling it dubious (`-c
     // safe.directory` does not reach the local upload-pack).
+    // (A bare repository is checked at its path, another at its `.git`.)
     let global = dir.eagle.join("clone.gitconfig");
-    let wrote = tokio::process::Command::new("git")
-        .args(["config", "--file"])
-        .arg(&global)
-        .args(["--replace-all", "safe.directory"])
-        .arg(repo)
-        .env_clear()
-        .env("PATH", &shared.settings.worker_env.path)
-        .stdin(Stdio::null())
-        .output()
-        .await?;
-    if !wrote.status.success() {
-        return Err(std::io::Error::other(format!(
-            "cannot write {}: {}",
-            global.display(),
-            String::from_utf8_lossy(&wrote.stderr).trim()
-        )));
+    let _ = std::fs::remove_file(&global);
+    for safe in [repo.to_path_buf(), repo.join(".git")] {
+        let wrote = tokio::process::Command::new("git")
+            .args(["config", "--file"])
+            .arg(&global)
+            .args(["--add", "safe.directory"])
+            .arg(&safe)
+            .env_clear()
+            .env("PATH", &shared.settings.worker_env.path)
+            .stdin(Stdio::null())
+            .output()
+            .await?;
+        if !wrote.status.success() {
+            return Err(std::io::Error::other(format!(
+                "cannot write {}: {}",
+                global.display(),
+                String::from_utf8_lossy(&wrote.stderr).trim()
+            )));
+        }
     }
     host::chmod(&global, 0o644)?;
     let mut git = tokio::process::Command::new("git");
