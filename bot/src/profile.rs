@@ -10,6 +10,7 @@
 //! `eagle profile show` work without them.
 
 mod integrations;
+mod plugin_spec;
 mod raw;
 mod sandbox;
 #[cfg(test)]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::raw::{RawDecisions, RawPlugin, RawProfile, RawRunner, RawUserRef};
+use super::raw::{RawDecisions, RawProfile, RawRunner, RawUserRef};
 use super::worker_env::env_names;
 use super::{
     ChatSettings, DatabaseUrl, DecisionSettings, KindLimits, PluginLimits, PluginSource,
@@ -277,7 +277,8 @@ pub fn validate(
                 .into_iter()
                 .enumerate()
                 .map(|(i, plugin)| {
-                    plugin_spec(plugin).map_err(|why| origins.error("policy.plugins", Some(i), why))
+                    super::plugin_spec::plugin_spec(plugin)
+                        .map_err(|why| origins.error("policy.plugins", Some(i), why))
                 })
                 .collect::<Result<Vec<_>, _>>()?,
         },
@@ -753,54 +754,4 @@ pub(super) fn duration(value: Option<&str>, default: Duration) -> Result<Duratio
         Some(text) => humantime::parse_duration(text.trim())
             .map_err(|e| format!("{text:?} is not a duration like \"90s\" or \"24h\" ({e})")),
     }
-}
-
-fn plugin_spec(raw: RawPlugin) -> Result<PluginSpec, String> {
-    let source = match (raw.builtin, raw.file) {
-        (Some(name), None) => {
-            if !BUILTIN_PLUGINS.contains(&name.as_str()) {
-                return Err(format!(
-                    "builtin {name:?} does not exist (built in: {})",
-                    BUILTIN_PLUGINS.join(", ")
-                ));
-            }
-            PluginSource::Builtin(name)
-        }
-        (None, Some(file)) if file.trim().is_empty() => return Err("file is empty".into()),
-        (None, Some(file)) => PluginSource::File(PathBuf::from(file.trim())),
-        (Some(_), Some(_)) => return Err("give either builtin or file, not both".into()),
-        (None, None) => return Err("give builtin = \"NAME\" or file = \"PATH.wasm\"".into()),
-    };
-    let defaults = PluginLimits::default();
-    let memory_mib = raw
-        .memory_mib
-        .unwrap_or((defaults.memory_bytes >> 20) as u64);
-    let max_mib = (super::MAX_PLUGIN_MEMORY_BYTES >> 20) as u64;
-    if !(1..=max_mib).contains(&memory_mib) {
-        return Err(format!("memory_mib {memory_mib} is outside 1..={max_mib}"));
-    }
-    let timeout_ms = raw
-        .timeout_ms
-        .unwrap_or(defaults.timeout.as_millis() as u64);
-    if !(1..=60_000).contains(&timeout_ms) {
-        return Err(format!("timeout_ms {timeout_ms} is outside 1..=60000"));
-    }
-    let fuel = raw.fuel.unwrap_or(defaults.fuel);
-    if fuel == 0 {
-        return Err("fuel must be above 0".into());
-    }
-    let config_json = match raw.config {
-        None => "{}".to_string(),
-        Some(value @ serde_json::Value::Object(_)) => value.to_string(),
-        Some(_) => return Err("config must be a table".into()),
-    };
-    Ok(PluginSpec {
-        source,
-        config_json,
-        limits: PluginLimits {
-            fuel,
-            memory_bytes: (memory_mib as usize) << 20,
-            timeout: Duration::from_millis(timeout_ms),
-        },
-    })
 }
