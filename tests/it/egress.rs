@@ -21,27 +21,6 @@ use tokio::net::{TcpListener, UnixStream};
 
 use crate::support::{Db, Home, TestDb, WAIT, text, within};
 
-macro_rules! on_both_backends {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(crate::support::Db::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(crate::support::Db::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_backends!(
     an_allowed_host_is_reached_by_connect_and_by_absolute_uri,
     hosts_not_allowed_are_refused_and_recorded_once_with_their_count,

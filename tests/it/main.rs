@@ -5,6 +5,29 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`; unreachable means the
 //! PostgreSQL tests fail, never skip).
 
+/// `on_both_backends!(case, …)`: each `async fn case(db: Db)` of the module
+/// as two tests, `sqlite::case` and `postgres::case`.
+macro_rules! on_both_backends {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(crate::support::Db::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(crate::support::Db::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
 mod analyzer;
 mod asana;
 mod claude;

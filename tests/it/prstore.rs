@@ -13,27 +13,6 @@ use eagle::store::{
 
 use crate::support::{Db, TestDb, WAIT};
 
-macro_rules! on_both_backends {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(crate::support::Db::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(crate::support::Db::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_backends!(
     pr_work_is_claimed_in_pr_and_polls_are_fenced,
     carry_outs_are_claimed_and_recorded_once,

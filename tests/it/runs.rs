@@ -11,27 +11,6 @@ use eagle::store::{
 
 use crate::support::{Db, TestDb, WAIT, within};
 
-macro_rules! on_both_backends {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(crate::support::Db::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(crate::support::Db::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_backends!(
     the_transition_table_is_enforced_and_the_task_follows,
     claims_hold_the_global_limit_and_every_write_is_fenced,

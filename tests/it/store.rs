@@ -10,28 +10,6 @@ use sqlx::Connection;
 
 use crate::support::{Db, TestDb};
 
-/// Declares each case once and runs it on both backends.
-macro_rules! on_both_backends {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(crate::support::Db::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(crate::support::Db::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_backends!(
     migrations_apply_once,
     tasks_round_trip,
