@@ -16,6 +16,7 @@
 //! inherits, and the runner follows the file.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -185,7 +186,11 @@ pub(super) async fn prepare_run(
     create_worker_dir(&dir.home, user)?;
     let fresh = create_worker_dir(&dir.work, user)?;
     if fresh && let Some(repo) = &shared.settings.repo {
-        clone_repo(shared, repo, &dir, user).await?;
+        let branch = run
+            .branch_name
+            .clone()
+            .unwrap_or_else(|| format!("eagle/run-{}", run.id));
+        clone_repo(shared, repo, &dir, user, &branch).await?;
     }
     let rules = dir.eagle.join("rules.md");
     std::fs::write(&rules, rules_text(run, task))?;
@@ -227,12 +232,15 @@ fn create_worker_dir(path: &Path, user: Option<&UnixUser>) -> std::io::Result<bo
 
 /// Clones `runner.repo` into the fresh, empty working directory, as the
 /// worker's user, with nothing of Eagle's environment and no git
-/// configuration or hooks but git's own.
+/// configuration or hooks but git's own, and checks out the run's branch
+/// (the remote's if it has one) with `origin` as its upstream, so that a
+/// plain `git push` means "this run's branch" (Eagle pushes nothing else).
 async fn clone_repo(
     shared: &Shared,
     repo: &Path,
     dir: &RunDir,
     user: Option<&UnixUser>,
+    branch: &str,
 ) -> std::io::Result<()> {
     // The repository is usually another user's (Eagle's, the operator's):
     // a global configuration of Eagle's, naming only it as safe, lets the
@@ -261,42 +269,88 @@ async fn clone_repo(
         }
     }
     host::chmod(&global, 0o644)?;
-    let mut git = tokio::process::Command::new("git");
-    git.args([
-        "-c",
-        "core.hooksPath=/dev/null",
-        "clone",
-        "--quiet",
-        "--template=",
-        // Pushes go through Eagle (`git-remote-eagle`, on the worker's PATH).
-        "--config",
-        "remote.origin.pushurl=eagle::origin",
-    ])
-    .arg(repo)
-    .arg(&dir.work)
-    .env_clear()
-    .env("PATH", &shared.settings.worker_env.path)
-    .env("HOME", &dir.home)
-    .env("GIT_CONFIG_GLOBAL", &global)
-    .env("GIT_CONFIG_NOSYSTEM", "1")
-    .env("GIT_TERMINAL_PROMPT", "0")
-    .current_dir(&dir.base)
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
-    if let Some(user) = user {
-        git.uid(user.uid).gid(user.gid);
-    }
-    let out = git.output().await?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(std::io::Error::other(format!(
-            "git clone {} failed: {}",
-            repo.display(),
+    let git = |cwd: &Path, args: &[&OsStr]| {
+        let mut git = tokio::process::Command::new("git");
+        git.args(["-c", "core.hooksPath=/dev/null"])
+            .args(args)
+            .env_clear()
+            .env("PATH", &shared.settings.worker_env.path)
+            .env("HOME", &dir.home)
+            .env("GIT_CONFIG_GLOBAL", &global)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(user) = user {
+            git.uid(user.uid).gid(user.gid);
+        }
+        git.output()
+    };
+    let failed = |what: String, out: &std::process::Output| {
+        std::io::Error::other(format!(
+            "{what} failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
-        )))
+        ))
+    };
+    let out = git(
+        &dir.base,
+        &[
+            OsStr::new("clone"),
+            OsStr::new("--quiet"),
+            OsStr::new("--template="),
+            // Pushes go through Eagle (`git-remote-eagle`, on the worker's PATH).
+            OsStr::new("--config"),
+            OsStr::new("remote.origin.pushurl=eagle::origin"),
+            repo.as_os_str(),
+            dir.work.as_os_str(),
+        ],
+    )
+    .await?;
+    if !out.status.success() {
+        return Err(failed(format!("git clone {}", repo.display()), &out));
     }
+    let remote_branch = format!("refs/remotes/origin/{branch}");
+    let has_remote = git(
+        &dir.work,
+        &[
+            OsStr::new("rev-parse"),
+            OsStr::new("--verify"),
+            OsStr::new("--quiet"),
+            OsStr::new(&remote_branch),
+        ],
+    )
+    .await?
+    .status
+    .success();
+    let mut checkout: Vec<&OsStr> = vec![OsStr::new("checkout"), OsStr::new("--quiet")];
+    checkout.extend([OsStr::new("-B"), OsStr::new(branch)]);
+    if has_remote {
+        checkout.push(OsStr::new(&remote_branch));
+    }
+    let upstream = [
+        (format!("branch.{branch}.remote"), "origin".to_string()),
+        (
+            format!("branch.{branch}.merge"),
+            format!("refs/heads/{branch}"),
+        ),
+    ];
+    let out = git(&dir.work, &checkout).await?;
+    if !out.status.success() {
+        return Err(failed(format!("git checkout -B {branch}"), &out));
+    }
+    for (key, value) in &upstream {
+        let out = git(
+            &dir.work,
+            &[OsStr::new("config"), OsStr::new(key), OsStr::new(value)],
+        )
+        .await?;
+        if !out.status.success() {
+            return Err(failed(format!("git config {key}"), &out));
+        }
+    }
+    Ok(())
 }
 
 /// The run's rules (seed 001's AGENTS.md), for every kind of worker.
