@@ -223,7 +223,7 @@ async fn carry_push(ctx: &SocketCtx, request: &Request, sha: &str) -> Result<(),
     Ok(())
 }
 
-/// Links `git-remote-eagle` and `gh` to the `eagle` binary in the run's
+/// Links `git-remote-eagle`, `gh` and `eagle` (for `eagle request`) to the binary in the run's
 /// own `eagle/bin` (Eagle's directory: the worker cannot change them) and
 /// puts that directory first on the worker's `PATH`.
 pub(super) fn put_shims_first(
@@ -235,7 +235,7 @@ pub(super) fn put_shims_first(
     let bin = eagle_dir.join("bin");
     std::fs::create_dir_all(&bin)?;
     crate::host::chmod(&bin, 0o755)?;
-    for name in [REMOTE_HELPER, GH] {
+    for name in [REMOTE_HELPER, GH, "eagle"] {
         let link = bin.join(name);
         if std::fs::read_link(&link).ok().as_deref() != Some(exe) {
             let _ = std::fs::remove_file(&link);

@@ -77,6 +77,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "branch",
     "pr_url",
     "pr_status",
+    "pr_threads",
     "decisions",
     "source",
     "links",

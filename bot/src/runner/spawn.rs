@@ -359,11 +359,12 @@ fn rules_text(run: &Run, task: Option<&Task>) -> String {
     format!(
         "# Rules of run {run} ({task}), from Eagle\n\n\
          Read these before anything else; they hold for the whole run.\n\n\
-         1. Ask before you act: `eagle request <action> <details>`. Exit 0: go ahead. Exit 1: denied, the reason is on stderr; do not do it. \
-         Exit 3: a human decides: print `[STATUS: waiting] <what you asked>` and stop at once; you will be resumed with the answer. Exit 4: Eagle cannot be reached: stop.\n\
-         2. Actions: create_worktree, run_build, run_tests, push_branch, open_draft_pr (approved without fuss); merge_pr and post_asana_comment (a human decides); modify_unrelated_file (denied).\n\
+         1. Inside this directory nothing asks: read, edit, build, test and commit freely. Nothing outside it is yours to change.\n\
+         2. You hold no credential and have no network but your model's. What leaves the run goes through Eagle, which carries it out and prints the outcome: \
+`git push` (to this run's branch only), `gh pr create --draft --title <t> --body-file <f>`, `gh pr comment --body-file <f>`, `eagle request reply_thread <id> --body-file <f>`. \
+A refusal says why: do not look for another way. Exit 3 from any of them: a human decides: print `[STATUS: waiting] <what you asked>` and stop at once; you will be resumed with the answer.\n\
          3. Report with lines of their own: `[STATUS: <phase>] <one line>`, `[DONE: pr_ready] PR <url> <summary>`, `[ESCALATE: <topic>] <question>`.\n\
-         4. Work only in this directory. Never merge. Never post to chat. Never commit AGENTS.md or CLAUDE.md.\n\
+         4. Never merge. Never post to chat. Never commit AGENTS.md or CLAUDE.md.\n\
          5. Something outside the task: `[ESCALATE: scope_expansion] <what>`, and leave it alone.\n",
         run = run.id
     )

@@ -279,10 +279,44 @@ fn prompt_values(
         ("branch", branch.to_string()),
         ("pr_url", pr_url(run)),
         ("pr_status", run.pr_status.clone().unwrap_or_default()),
+        ("pr_threads", threads_text(run)),
         ("decisions", decisions_text(undelivered)),
     ]
     .into_iter()
     .collect()
+}
+
+/// The PR's open review threads as the PR loop last read them, one line
+/// each with the id `eagle request reply_thread` takes (the worker cannot
+/// read GitHub itself). The excerpts are the reviewers' words: data.
+fn threads_text(run: &Run) -> String {
+    let Some(memo) = run
+        .pr_poll
+        .as_deref()
+        .and_then(|m| serde_json::from_str::<crate::prloop::Memo>(m).ok())
+    else {
+        return "(none read yet)".into();
+    };
+    if memo.open_threads.is_empty() {
+        return "(none)".into();
+    }
+    memo.open_threads
+        .iter()
+        .map(|t| {
+            let at = match t.line {
+                Some(line) => format!("{}:{line}", t.path),
+                None => t.path.clone(),
+            };
+            format!(
+                "- thread {} at {at}{} by {}: {}",
+                t.id,
+                if t.outdated { " (outdated)" } else { "" },
+                t.last_author.as_deref().unwrap_or("(deleted user)"),
+                crate::text::one_line(&t.excerpt, 300)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The decisions a worker has not learnt yet, as lines for its prompt.
