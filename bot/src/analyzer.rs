@@ -193,6 +193,7 @@ impl Analyzer {
                 };
                 Some(Arc::new(AnalysisCommand {
                     sandbox,
+                    store: store.clone(),
                     command: command.clone(),
                     settings: settings.clone(),
                     exe: exe.to_path_buf(),

@@ -390,7 +390,12 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
                 demo_worker: true,
             };
             let stdin = tokio::io::BufReader::new(tokio::io::stdin());
-            let result = crate::shell::run(setup, options, stdin, tokio::io::stdout()).await;
+            // SIGINT / SIGTERM end the shell as they end `eagle run`: what
+            // is in flight is finished or handed back, nothing outlives it.
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            spawn_signal_handler(shutdown.clone())?;
+            let result =
+                crate::shell::run(setup, options, stdin, tokio::io::stdout(), shutdown).await;
             store.close().await;
             result?;
             Ok(ExitCode::SUCCESS)

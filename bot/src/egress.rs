@@ -106,9 +106,26 @@ impl Default for EgressLimits {
     }
 }
 
+/// Whom a proxy serves: a run's attempt (its refusals are recorded for
+/// `!status run N`) or an analysis of a task (they are only logged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Client {
+    Run(i64),
+    Analysis { task: i64 },
+}
+
+impl std::fmt::Display for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Client::Run(run) => write!(f, "run {run}"),
+            Client::Analysis { task } => write!(f, "the analysis of task #{task}"),
+        }
+    }
+}
+
 /// A proxy to serve: whose refusals it records, what it allows, its limits.
 pub struct Egress {
-    pub run_id: i64,
+    pub client: Client,
     pub store: Store,
     pub allow: Arc<dyn AllowHosts>,
     pub limits: EgressLimits,
@@ -173,12 +190,12 @@ impl EgressListener {
         let listener = self.listener.take().expect("an unserved listener");
         let stop = CancellationToken::new();
         let ctx = Arc::new(Ctx {
-            run_id: egress.run_id,
+            client: egress.client,
             allow: egress.allow,
             slots: Arc::new(Semaphore::new(egress.limits.max_tunnels)),
             refusing: Arc::new(Semaphore::new(REFUSING)),
             limits: egress.limits,
-            refusals: Refusals::new(egress.run_id, egress.store),
+            refusals: Refusals::new(egress.client, egress.store),
         });
         let task = tokio::spawn(serve(listener, ctx, stop.clone()));
         EgressProxy {
@@ -224,7 +241,7 @@ impl Drop for EgressProxy {
 
 /// What every connection of one proxy shares.
 struct Ctx {
-    run_id: i64,
+    client: Client,
     allow: Arc<dyn AllowHosts>,
     limits: EgressLimits,
     slots: Arc<Semaphore>,
@@ -253,7 +270,7 @@ async fn accept(listener: UnixListener, ctx: &Arc<Ctx>, stop: &CancellationToken
                 Ok((stream, _)) => {
                     let Ok(slot) = Arc::clone(&ctx.slots).try_acquire_owned() else {
                         if !std::mem::replace(&mut warned_full, true) {
-                            tracing::warn!(run = ctx.run_id, max = ctx.limits.max_tunnels, "egress: too many connections at once; refusing more");
+                            tracing::warn!(client = %ctx.client, max = ctx.limits.max_tunnels, "egress: too many connections at once; refusing more");
                         }
                         // Answered by a task of its own while few are; past
                         // that, only closed.
@@ -275,7 +292,7 @@ async fn accept(listener: UnixListener, ctx: &Arc<Ctx>, stop: &CancellationToken
                     });
                 }
                 Err(error) => {
-                    tracing::warn!(%error, run = ctx.run_id, "egress: the socket failed to accept");
+                    tracing::warn!(%error, client = %ctx.client, "egress: the socket failed to accept");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             },
@@ -323,7 +340,7 @@ async fn handle(mut stream: UnixStream, ctx: &Ctx) {
         Ok(upstream) => upstream,
         Err(Refusal::Refused(reason)) => {
             if ctx.refusals.note(&host.to_string(), port, &reason) {
-                tracing::warn!(run = ctx.run_id, host = %host, port, %reason, "egress: refused");
+                tracing::warn!(client = %ctx.client, host = %host, port, %reason, "egress: refused");
             }
             return answer(&mut stream, 403, "Forbidden", &reason).await;
         }
@@ -355,10 +372,10 @@ async fn handle(mut stream: UnixStream, ctx: &Ctx) {
     .await;
     match relayed {
         Ok(moved) => {
-            tracing::debug!(run = ctx.run_id, host = %host, port, up = moved.up, down = moved.down, "egress: tunnel closed");
+            tracing::debug!(client = %ctx.client, host = %host, port, up = moved.up, down = moved.down, "egress: tunnel closed");
         }
         Err(error) => {
-            tracing::debug!(run = ctx.run_id, host = %host, port, %error, "egress: tunnel cut");
+            tracing::debug!(client = %ctx.client, host = %host, port, %error, "egress: tunnel cut");
         }
     }
 }

@@ -45,7 +45,12 @@ fn main() -> ExitCode {
         exe: std::env::current_exe().ok(),
         interactive: std::io::stdin().is_terminal(),
     };
-    match runtime.block_on(eagle::cli::run(cli, process)) {
+    let result = runtime.block_on(eagle::cli::run(cli, process));
+    // Everything of ours has finished by now; what may be left is a
+    // blocking read of standard input (the shell stopped by a signal),
+    // which must not hold the process.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("eagle: {e:#}");

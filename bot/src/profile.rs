@@ -343,6 +343,9 @@ pub struct AnalyzerSettings {
     /// Where the conclusions about tasks from other sources (Asana) go.
     pub inbox_channel: String,
     pub inbox_topic: String,
+    /// Where a confined analysis command may connect through its egress
+    /// proxy (`analyzer.allow_hosts`; default: a Claude command's model API).
+    pub allow_hosts: Vec<HostPattern>,
 }
 
 /// GitHub (`[github]`): the PR loop (executor) and merges (Eagle).

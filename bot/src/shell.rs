@@ -124,6 +124,7 @@ pub async fn run<R, W>(
     options: ShellOptions,
     input: R,
     output: W,
+    stop: CancellationToken,
 ) -> anyhow::Result<()>
 where
     R: AsyncBufRead + Unpin,
@@ -153,7 +154,7 @@ where
     };
     let ctx = Context::build(setup, &mut terminal).await?;
     terminal.lease = Some(Lease::new(MIRROR_LEASE, ctx.instance.clone(), MIRROR_TTL));
-    crate::daemon::run(ctx, terminal, CancellationToken::new()).await
+    crate::daemon::run(ctx, terminal, stop).await
 }
 
 impl<R, W> Transport for Terminal<R, W>

@@ -170,7 +170,7 @@ fn main() {
         let proxy = egress::bind(&dir.path().join("egress"), None)
             .unwrap()
             .serve(Egress {
-                run_id: 1,
+                client: eagle::egress::Client::Run(1),
                 store,
                 allow: Arc::new(allow),
                 limits: EgressLimits::default(),

@@ -337,6 +337,65 @@ fn fake_analysis() -> String {
     format!("bash {} {{prompt}}", script.display())
 }
 
+/// A confined analysis command reaches its model API through its own
+/// egress proxy (`analyzer.allow_hosts`), and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confined_analysis_reaches_its_model_and_no_other_host() {
+    let model = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = model.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read as _, Write as _};
+        for stream in model.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head);
+            let body = "the model read the task";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let mut home = Home::new();
+    home.set("EAGLE_ANALYZER__COMMAND", &fake_analysis())
+        .set("EAGLE_ANALYZER__ENV", "MODEL_URL")
+        .set("MODEL_URL", &format!("http://127.0.0.1:{port}"))
+        .set("EAGLE_RUNNER__SANDBOX__MODE", "on");
+    home.set("EAGLE_ANALYZER__ALLOW_HOSTS", &format!("127.0.0.1:{port}"));
+    // Confined, a command reads the system and its PATH: the script's
+    // directory goes on it.
+    let script = fake_analysis();
+    let dir = std::path::Path::new(script.split(' ').nth(1).unwrap())
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    home.set(
+        "EAGLE_ANALYZER__PATH",
+        &format!("{dir}:/usr/local/bin:/usr/bin:/bin"),
+    );
+    let out = home.run(&["shell"], "!queue Tabs mode:model\n");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("UNCONFINED"), "{stderr}");
+    let store = home_store(&home).await;
+    let mut tx = store.begin_read().await.unwrap();
+    let task = tx.task(1).await.unwrap().unwrap();
+    assert_eq!(
+        task.status,
+        TaskStatus::AwaitingGo,
+        "{task:?}\n{stdout}\n{stderr}"
+    );
+    // The model answered through the proxy; the other host got the proxy's
+    // refusal (403), never a connection.
+    assert_eq!(
+        task.analysis_summary.as_deref(),
+        Some("the model read the task; other host: 403"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_or_failing_analysis_leaves_its_task_for_review_and_stops_nothing() {
     let mut home = Home::new();
@@ -663,4 +722,62 @@ async fn an_approved_asana_comment_is_posted_once_even_across_a_crash() {
         .count();
     assert_eq!(posts, 1);
     d.fake.assert_clean();
+}
+
+/// Eagle stopping mid-analysis ends the analysis command's whole process
+/// group, not only its shim.
+#[test]
+fn an_analysis_running_when_eagle_stops_ends_with_it() {
+    let mut home = Home::new();
+    home.set("EAGLE_ANALYZER__COMMAND", &fake_analysis())
+        .set("EAGLE_ANALYZER__NO_OUTPUT_TIMEOUT", "1h")
+        .set("EAGLE_ANALYZER__HARD_TIMEOUT", "1h");
+    // A FIFO: the test learns the command's pid the moment it writes it.
+    let pidfile = home.exchange().join("analysis.pid");
+    let made = std::process::Command::new("mkfifo")
+        .arg("-m")
+        .arg("666")
+        .arg(&pidfile)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut child = home
+        .command(&["shell"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "!queue Tabs mode:hang pidfile:{}", pidfile.display()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let pidfile = pidfile.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(std::fs::read_to_string(&pidfile));
+        });
+    }
+    let pid = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the analysis command started")
+        .unwrap();
+    let pid = pid.trim().to_string();
+    let alive = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                stat.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().chars().next())
+            })
+            .flatten()
+            .is_some_and(|state| state != 'Z' && state != 'X')
+    };
+    assert!(alive(&pid), "the analysis {pid} is not running");
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = crate::support::exit_within(&mut child, std::time::Duration::from_secs(60));
+    assert!(status.is_some(), "eagle shell did not stop on SIGTERM");
+    drop(stdin);
+    assert!(!alive(&pid), "the analysis {pid} outlived Eagle");
 }

@@ -92,7 +92,7 @@ impl World {
     fn proxy(&self, name: &str, allow: Arc<dyn AllowHosts>, limits: EgressLimits) -> EgressProxy {
         let path = self.dir.path().join(name);
         egress::bind(&path, None).unwrap().serve(Egress {
-            run_id: self.run,
+            client: eagle::egress::Client::Run(self.run),
             store: self.store.clone(),
             allow,
             limits,

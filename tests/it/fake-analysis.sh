@@ -3,7 +3,8 @@
 # title in it picks the behaviour. "mode:hang" writes its pid to the file
 # named by "pidfile:<path>" and hangs, silent; "mode:busy" talks for ever;
 # "mode:garbled" answers something that is not the JSON object;
-# "mode:broken" fails; anything else is ready to start.
+# "mode:broken" fails; "mode:model" asks $MODEL_URL for its summary;
+# anything else is ready to start.
 if [ $# -ge 1 ]; then prompt="$1"; else prompt="$(cat)"; fi
 case "$prompt" in
 *mode:hang*)
@@ -14,6 +15,13 @@ case "$prompt" in
 *mode:busy*)
     # Never silent, never done: only the hard limit stops it.
     while :; do echo "still thinking"; sleep 0.2; done
+    ;;
+*mode:model*)
+    # Asks its "model" ($MODEL_URL, through the proxy when confined), and
+    # tries a host it was not allowed.
+    answer="$(curl -s -f -m 10 "$MODEL_URL/answer")" || { echo "the model is unreachable" >&2; exit 1; }
+    other="$(curl -s -m 5 -o /dev/null -w '%{http_code}' http://other.example.org/ 2>&1)"
+    echo "{\"status\": \"awaiting_go\", \"summary\": \"$answer; other host: $other\", \"complexity\": \"low\", \"feasibility\": \"high\", \"priority\": 3}"
     ;;
 *mode:garbled*)
     echo "I think this one is fine, probably."

@@ -37,10 +37,32 @@ pub struct AnalysisCommand {
     pub dir: PathBuf,
     pub user: Option<UnixUser>,
     /// How the command is confined; `None`: unconfined (`mode = "off"`).
+    /// Confined, its only network is an egress proxy of its own that lets
+    /// through `settings.allow_hosts`.
     pub sandbox: Option<crate::sandbox::Confinement>,
+    pub store: crate::store::Store,
     /// Eagle's data directory: with a user of its own, the command may pass
     /// through it (and below it, down to its directory), never list it.
     pub data_dir: PathBuf,
+}
+
+/// Kills a process group when dropped: what the shim started must not
+/// outlive an analysis Eagle gave up on. Disarmed once the shim is reaped
+/// (its id may then be reused).
+struct KillGroupOnDrop(Option<i32>);
+
+impl KillGroupOnDrop {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for KillGroupOnDrop {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            let _ = host::signal_group(pgid, libc::SIGKILL);
+        }
+    }
 }
 
 impl AnalysisCommand {
@@ -76,16 +98,26 @@ impl AnalysisCommand {
             .arg("worker-shim")
             .arg("--deadline")
             .arg(deadline.as_secs().to_string());
+        // Served while the command runs; stopped (its socket gone) when
+        // this returns, whichever way.
+        let mut _egress = None;
         if let Some(confinement) = &self.sandbox {
             // Its own directory writable, nothing of Eagle's readable; its
-            // egress bridge leads to `egress.sock` beside it (no network
-            // unless a proxy listens there).
+            // egress bridge leads to its own proxy's socket beside it.
+            let socket = base.join("egress.sock");
+            let listener = crate::egress::bind(&socket, self.user.as_ref())?;
+            _egress = Some(listener.serve(crate::egress::Egress {
+                client: crate::egress::Client::Analysis { task: task_id },
+                store: self.store.clone(),
+                allow: std::sync::Arc::new(self.settings.allow_hosts.clone()),
+                limits: crate::egress::EgressLimits::default(),
+            }));
             let spec = confinement.spec(
                 vec![work.clone(), home.clone()],
                 Vec::new(),
                 std::slice::from_ref(&self.dir),
                 None,
-                Some(base.join("egress.sock")),
+                Some(socket),
             );
             let path = base.join("sandbox.json");
             spec.write_to(&path)?;
@@ -106,6 +138,9 @@ impl AnalysisCommand {
         let mut child = command.spawn()?;
         drop(exit);
         let pgid = child.id().map(|pid| pid as i32);
+        // If this future is dropped (Eagle shutting down) the whole group
+        // goes with it, not only the shim.
+        let mut group = KillGroupOnDrop(pgid);
         let mut stdout = child.stdout.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");
         let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -143,9 +178,12 @@ impl AnalysisCommand {
                 let _ = host::signal_group(pgid, libc::SIGKILL);
             }
             let _ = child.wait().await;
+            group.disarm();
             return Ok(Ran::Failed(format!("the analysis was stopped: {why}")));
         }
-        let status = child.wait().await?;
+        let status = child.wait().await;
+        group.disarm();
+        let status = status?;
         let recorded = std::fs::read_to_string(&exit_file).unwrap_or_default();
         let _ = std::fs::remove_dir_all(&base);
         let out = String::from_utf8_lossy(&out).into_owned();

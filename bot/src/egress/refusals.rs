@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::Client;
 use crate::store::{NewRefusals, OTHER_HOSTS, Store};
 
 /// The most writes a second, per proxy.
@@ -23,7 +24,7 @@ const LAST_WRITE: Duration = Duration::from_secs(5);
 
 /// The refusals of one proxy (one attempt of a run).
 pub struct Refusals {
-    run_id: i64,
+    client: Client,
     store: Store,
     state: Mutex<State>,
     wake: Notify,
@@ -38,9 +39,9 @@ struct State {
 }
 
 impl Refusals {
-    pub fn new(run_id: i64, store: Store) -> Refusals {
+    pub fn new(client: Client, store: Store) -> Refusals {
         Refusals {
-            run_id,
+            client,
             store,
             state: Mutex::new(State::default()),
             wake: Notify::new(),
@@ -85,11 +86,15 @@ impl Refusals {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             std::mem::take(&mut state.pending).into_values().collect()
         };
+        // An analysis has no run to show them with: they were logged.
+        let Client::Run(run_id) = self.client else {
+            return;
+        };
         if batch.is_empty() {
             return;
         }
-        if let Err(error) = self.store.record_refusals(self.run_id, &batch).await {
-            tracing::warn!(%error, run = self.run_id, "cannot record egress refusals yet");
+        if let Err(error) = self.store.record_refusals(run_id, &batch).await {
+            tracing::warn!(%error, run = run_id, "cannot record egress refusals yet");
             self.put_back(batch);
         }
     }
@@ -129,7 +134,7 @@ impl Refusals {
             .is_err()
         {
             tracing::warn!(
-                run = self.run_id,
+                client = %self.client,
                 "egress refusals not recorded: the database did not answer"
             );
         }

@@ -48,12 +48,26 @@ pub(super) fn analyzer(
         Some(v) if v.trim().is_empty() => Err(origins.error(key, None, "is empty")),
         Some(v) => Ok(v.trim().to_string()),
     };
+    let env_names = env_names("analyzer.env", raw.env.unwrap_or_default(), origins)?;
+    let model_url = env_names
+        .iter()
+        .any(|name| name == "ANTHROPIC_BASE_URL")
+        .then(|| origins.env.get("ANTHROPIC_BASE_URL").map(String::as_str))
+        .flatten();
+    let allow_hosts = super::sandbox::allow_hosts(
+        "analyzer.allow_hosts",
+        raw.allow_hosts,
+        command.as_ref().map(|c| c.kind),
+        model_url,
+        origins,
+    )?;
     Ok(AnalyzerSettings {
+        allow_hosts,
         command,
         no_output_timeout,
         hard_timeout,
         env: WorkerEnv::resolve(
-            env_names("analyzer.env", raw.env.unwrap_or_default(), origins)?,
+            env_names,
             raw.path.filter(|p| !p.trim().is_empty()),
             origins.env,
         ),

@@ -29,6 +29,7 @@ const LIST_KEYS: &[&str] = &[
     "runner.worker_env",
     "runner.sandbox.allow_hosts",
     "analyzer.env",
+    "analyzer.allow_hosts",
     "github.required_checks",
     "github.required_labels",
     "github.bot_logins",
@@ -94,6 +95,7 @@ const ENV_KEYS: &[&str] = &[
     "analyzer.path",
     "analyzer.inbox_channel",
     "analyzer.inbox_topic",
+    "analyzer.allow_hosts",
     "github.api_url",
     "github.repo",
     "github.base",
@@ -168,6 +170,7 @@ pub struct RawAnalyzer {
     pub path: Option<String>,
     pub inbox_channel: Option<String>,
     pub inbox_topic: Option<String>,
+    pub allow_hosts: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -200,17 +200,13 @@ pub(super) fn sandbox_settings(
             ));
         }
     };
-    let allow_hosts = match raw.allow_hosts {
-        Some(list) => list
-            .iter()
-            .enumerate()
-            .map(|(i, text)| {
-                HostPattern::parse(text)
-                    .map_err(|why| origins.error("runner.sandbox.allow_hosts", Some(i), why))
-            })
-            .collect::<Result<Vec<_>, _>>()?,
-        None => default_hosts(kind, model_url),
-    };
+    let allow_hosts = allow_hosts(
+        "runner.sandbox.allow_hosts",
+        raw.allow_hosts,
+        kind,
+        model_url,
+        origins,
+    )?;
     let count = |key: &str, value: Option<i64>, default: u64, max: u64| {
         let Some(value) = value else {
             return Ok(default);
@@ -253,6 +249,27 @@ pub(super) fn sandbox_settings(
 }
 
 /// The model API's host for a worker kind.
+/// An allow list as given at `key`, else the default for a command of
+/// `kind` whose model API is at `model_url`.
+pub(super) fn allow_hosts(
+    key: &str,
+    list: Option<Vec<String>>,
+    kind: Option<WorkerKind>,
+    model_url: Option<&str>,
+    origins: &Origins<'_>,
+) -> Result<Vec<HostPattern>, ProfileError> {
+    match list {
+        Some(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                HostPattern::parse(text).map_err(|why| origins.error(key, Some(i), why))
+            })
+            .collect(),
+        None => Ok(default_hosts(kind, model_url)),
+    }
+}
+
 fn default_hosts(kind: Option<WorkerKind>, model_url: Option<&str>) -> Vec<HostPattern> {
     if kind != Some(WorkerKind::Claude) {
         return Vec::new();

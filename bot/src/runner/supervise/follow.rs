@@ -56,7 +56,7 @@ impl Worker {
     /// network when it is confined), until it ends.
     pub(super) fn serve_egress(&mut self, listener: egress::EgressListener) {
         self.egress = Some(listener.serve(egress::Egress {
-            run_id: self.fence.run,
+            client: egress::Client::Run(self.fence.run),
             store: self.shared.store.clone(),
             allow: Arc::new(self.shared.settings.sandbox.allow_hosts.clone()),
             limits: egress::EgressLimits::default(),
