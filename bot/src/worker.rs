@@ -150,39 +150,7 @@ pub fn request(
 }
 
 fn report(answer: &Result<Answer, AskError>, run: &str, action: &str) -> u8 {
-    match answer {
-        Ok(answer) => {
-            let id = answer
-                .request
-                .map(|r| format!(" (request {r})"))
-                .unwrap_or_default();
-            match answer.status {
-                Status::Approved => {
-                    match &answer.note {
-                        Some(note) => println!("approved{id}: {action} — note: {note}"),
-                        None => println!("approved{id}: {action}"),
-                    }
-                    EXIT_APPROVED
-                }
-                Status::Denied => {
-                    eprintln!("denied{id}: {}", answer.reason);
-                    EXIT_DENIED
-                }
-                Status::Escalated | Status::Stop => {
-                    eprintln!("stop{id}: {}", answer.reason);
-                    EXIT_STOP
-                }
-                Status::Invalid => {
-                    eprintln!("eagle request: {}", answer.reason);
-                    EXIT_UNREACHABLE
-                }
-            }
-        }
-        Err(error) => {
-            eprintln!("eagle request (run {run}): {error}");
-            EXIT_UNREACHABLE
-        }
-    }
+    asks::print_answer(answer, run, action)
 }
 
 /// The JSON Claude Code reads from a PreToolUse hook.

@@ -36,8 +36,8 @@ story)
     esac
     ;;
 pr)
-    # A run through its PR: the prompt's kind picks the part. Its effects
-    # on GitHub (pushes, replies) are the test's to make on the fake.
+    # A run through its PR: the prompt's kind picks the part. Its pushes
+    # are the test's to make on the fake; its replies go through Eagle.
     case "$prompt" in
     *"You are the reviewer"*)
         say "[STATUS: pr_review] run:$run reviewing"
@@ -48,7 +48,14 @@ pr)
         say "[DONE: ci_fixed] run:$run pushed a fix"
         ;;
     *"unresolved review comments"*)
-        say "[ACKNOWLEDGED: thread] run:$run fixed"
+        # The thread's id is in the prompt ({pr_threads}); Eagle posts the
+        # reply.
+        thread="$(printf '%s\n' "$prompt" | sed -n 's/^- thread \([^ ]*\) at .*/\1/p' | head -n 1)"
+        if [ -n "$thread" ]; then
+            printf '[ACKNOWLEDGED: fixed] renamed\n' >reply.txt
+            eagle request reply_thread "$thread" --body-file reply.txt || exit 1
+            say "[ACKNOWLEDGED: $thread] run:$run fixed"
+        fi
         say "[DONE: comments_addressed] run:$run 1 comment"
         ;;
     *)

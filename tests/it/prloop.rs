@@ -182,13 +182,16 @@ async fn carried_from_failed_ci_to_complete(db: Db) {
     )
     .await;
     wait_run_post(&realm, realm.executor, "[DONE: comments_addressed] run:1").await;
-    // What Eagle does for the worker's `reply_thread`: answer in the
-    // thread, with its own login (the only one whose acknowledgement counts).
-    hub.fake.reply_to_thread(
-        REPO,
-        &thread,
-        Some("eagle-bot"),
-        "[ACKNOWLEDGED: fixed] renamed",
+    // The worker's `reply_thread` (the id from its prompt): Eagle answered
+    // in the thread with its own login, the only one whose acknowledgement
+    // counts.
+    let replies = hub.fake.thread_comments(REPO, &thread);
+    assert!(
+        replies
+            .iter()
+            .any(|(author, body)| author.as_deref() == Some("eagle-bot")
+                && body.starts_with("[ACKNOWLEDGED: fixed] renamed")),
+        "{replies:#?}"
     );
 
     // Nothing unresolved and CI green: a review, then complete.

@@ -219,51 +219,57 @@ pub(super) fn report(
     action: &str,
 ) -> u8 {
     let run = env.get(ENV_RUN).cloned().unwrap_or_default();
-    match answer {
-        Ok(answer) => {
-            let id = answer
-                .request
-                .map(|r| format!(" (request {r})"))
-                .unwrap_or_default();
-            match answer.status {
-                Status::Approved => {
-                    println!("approved{id}: {action}");
-                    if !answer.reason.is_empty() {
-                        println!("{}", answer.reason);
-                    }
-                    if let Some(note) = &answer.note {
-                        println!("note: {note}");
-                    }
-                    if let Some(outcome) = &answer.outcome {
-                        for (key, value) in [
-                            ("sha", outcome.sha.clone()),
-                            ("branch", outcome.branch.clone()),
-                            ("pr", outcome.pr_number.map(|n| n.to_string())),
-                            ("url", outcome.url.clone()),
-                        ] {
-                            if let Some(value) = value {
-                                println!("{key}: {value}");
-                            }
-                        }
-                    }
-                    EXIT_APPROVED
-                }
-                Status::Denied => {
-                    eprintln!("denied{id}: {}", answer.reason);
-                    EXIT_DENIED
-                }
-                Status::Escalated | Status::Stop => {
-                    eprintln!("stop{id}: {}", answer.reason);
-                    EXIT_STOP
-                }
-                Status::Invalid => {
-                    eprintln!("eagle request: {}", answer.reason);
-                    EXIT_UNREACHABLE
-                }
-            }
-        }
+    print_answer(answer, &run, action)
+}
+
+/// The one way an answer is printed (`eagle request`, the shims): the
+/// approval on stdout, with the reason, a note and what Eagle carried out
+/// on lines of their own; anything else on stderr. Returns the exit code.
+pub(super) fn print_answer(answer: &Result<Answer, AskError>, run: &str, action: &str) -> u8 {
+    let answer = match answer {
+        Ok(answer) => answer,
         Err(error) => {
             eprintln!("eagle request (run {run}): {error}");
+            return EXIT_UNREACHABLE;
+        }
+    };
+    let id = answer
+        .request
+        .map(|r| format!(" (request {r})"))
+        .unwrap_or_default();
+    match answer.status {
+        Status::Approved => {
+            println!("approved{id}: {action}");
+            if !answer.reason.is_empty() {
+                println!("{}", answer.reason);
+            }
+            if let Some(note) = &answer.note {
+                println!("note: {note}");
+            }
+            if let Some(outcome) = &answer.outcome {
+                for (key, value) in [
+                    ("sha", outcome.sha.clone()),
+                    ("branch", outcome.branch.clone()),
+                    ("pr", outcome.pr_number.map(|n| n.to_string())),
+                    ("url", outcome.url.clone()),
+                ] {
+                    if let Some(value) = value {
+                        println!("{key}: {value}");
+                    }
+                }
+            }
+            EXIT_APPROVED
+        }
+        Status::Denied => {
+            eprintln!("denied{id}: {}", answer.reason);
+            EXIT_DENIED
+        }
+        Status::Escalated | Status::Stop => {
+            eprintln!("stop{id}: {}", answer.reason);
+            EXIT_STOP
+        }
+        Status::Invalid => {
+            eprintln!("eagle request: {}", answer.reason);
             EXIT_UNREACHABLE
         }
     }

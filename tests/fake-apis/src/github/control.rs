@@ -440,6 +440,17 @@ impl FakeGitHub {
             .mutate(|s| thread_mut(s.repo_mut(repo), thread_id).resolved = resolved);
     }
 
+    /// A thread's comments, oldest first: (author's login, body).
+    pub fn thread_comments(&self, repo: &str, thread_id: &str) -> Vec<(Option<String>, String)> {
+        self.shared.mutate(|s| {
+            thread_mut(s.repo_mut(repo), thread_id)
+                .comments
+                .iter()
+                .map(|c| (c.login.clone(), c.body.clone()))
+                .collect()
+        })
+    }
+
     /// Marks a thread outdated (its line changed in a later push).
     pub fn set_thread_outdated(&self, repo: &str, thread_id: &str, outdated: bool) {
         self.shared

@@ -113,7 +113,9 @@ impl<'d> Exec<'d, '_> {
             &mut ignored,
         );
         let mut out = Map::new();
-        for f in fields {
+        // The object's own type answers every field (a fragment that did
+        // not apply to it was left out).
+        for (_, f) in fields {
             let key = f.alias.as_ref().unwrap_or(&f.name).clone();
             if f.name == "__typename" {
                 out.insert(key, json!(type_name));

@@ -27,18 +27,31 @@ pub(crate) struct Fragments<'d> {
     pub used: BTreeSet<String>,
 }
 
-/// Expands a selection set into its fields, in order. Problems (unknown
-/// fragments or directives, impossible spreads, cycles) are added to `errors`.
+/// Expands a selection set into its fields, in order, each with the type
+/// it is selected on: `type_name`, or a fragment's narrower type condition
+/// (`... on PullRequestReviewThread` inside `node`, whose type is `Node`).
+/// Problems (unknown fragments or directives, impossible spreads, cycles)
+/// are added to `errors`.
 pub(crate) fn collect<'d>(
     type_name: &str,
     set: &'d GSet,
     fragments: &mut Fragments<'d>,
     vars: &Map<String, Value>,
     errors: &mut Vec<Value>,
-) -> Vec<&'d GField> {
+) -> Vec<(String, &'d GField)> {
     let mut out = Vec::new();
     collect_into(type_name, set, fragments, vars, errors, 0, &mut out);
     out
+}
+
+/// The type a fragment on `condition` selects on inside `type_name`: the
+/// condition where it is narrower (an object type inside an interface).
+fn narrowed(condition: &str, type_name: &str) -> String {
+    if matches!(type_name, "Node" | "Actor") && !matches!(condition, "Node" | "Actor") {
+        condition.to_owned()
+    } else {
+        type_name.to_owned()
+    }
 }
 
 fn collect_into<'d>(
@@ -48,26 +61,30 @@ fn collect_into<'d>(
     vars: &Map<String, Value>,
     errors: &mut Vec<Value>,
     depth: usize,
-    out: &mut Vec<&'d GField>,
+    out: &mut Vec<(String, &'d GField)>,
 ) {
     for selection in &set.items {
         match selection {
             Selection::Field(f) => {
                 if included(&f.directives, vars, errors) {
-                    out.push(f);
+                    out.push((type_name.to_owned(), f));
                 }
             }
             Selection::InlineFragment(inline) => {
                 if !included(&inline.directives, vars, errors) {
                     continue;
                 }
-                if let Some(TypeCondition::On(condition)) = &inline.type_condition
-                    && !spread_ok(condition, type_name, inline.position, errors)
-                {
-                    continue;
-                }
+                let on = match &inline.type_condition {
+                    Some(TypeCondition::On(condition)) => {
+                        if !spread_ok(condition, type_name, inline.position, errors) {
+                            continue;
+                        }
+                        narrowed(condition, type_name)
+                    }
+                    None => type_name.to_owned(),
+                };
                 collect_into(
-                    type_name,
+                    &on,
                     &inline.selection_set,
                     fragments,
                     vars,
@@ -101,7 +118,7 @@ fn collect_into<'d>(
                 let TypeCondition::On(condition) = &fragment.type_condition;
                 if spread_ok(condition, type_name, spread.position, errors) {
                     collect_into(
-                        type_name,
+                        &narrowed(condition, type_name),
                         &fragment.selection_set,
                         fragments,
                         vars,

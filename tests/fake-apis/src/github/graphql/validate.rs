@@ -113,10 +113,10 @@ impl<'d> Validator<'d, '_> {
             self.vars,
             &mut self.out.errors,
         );
-        for f in fields {
+        for (on, f) in fields {
             let key = f.alias.as_ref().unwrap_or(&f.name).clone();
             path.push(key);
-            self.field(type_name, f, path, multiplier);
+            self.field(&on, f, path, multiplier);
             path.pop();
         }
     }
