@@ -9,6 +9,8 @@
 //! outbox in the same transaction, so a crash between doing and saying loses
 //! nothing.
 
+mod small_talk;
+
 use crate::commands::{self, BotNames, CommandContext, CommandReply, Invocation, parse_message};
 use crate::message::{InboundMessage, Place};
 use crate::profile::{Profile, Role};
@@ -262,6 +264,11 @@ fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
             .map(str::to_string)
             .unwrap_or_else(|| commands::without_mentions(&message.content, ctx.bot));
         let mut lines = text.lines().map(str::trim_end);
+        // Thanks, a greeting, a bare question or a decision in prose: an
+        // answer, never a task (and never a decision).
+        if let Some(talk) = small_talk::classify(&text) {
+            return Some(Intent::Hint(small_talk::answer(&talk)));
+        }
         let title = lines.by_ref().map(str::trim).find(|l| !l.is_empty());
         if let Some(title) = title {
             let description = lines.collect::<Vec<_>>().join("\n").trim().to_string();

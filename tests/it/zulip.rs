@@ -813,6 +813,34 @@ async fn mentions_without_flags_are_read_from_the_text() {
         "{}",
         replies[0].content
     );
+    // Thanks, a decision in prose and a bare question are answered, never
+    // queued (and the decision decides nothing); work still is captured.
+    let said = [
+        ("@**Eagle** thanks!", "You're welcome."),
+        (
+            "@**Eagle** yes merge run 1",
+            "I take decisions only as commands, so nothing was approved or queued: `!approve 1 <request>`",
+        ),
+        (
+            "@**Eagle** what is run 1 waiting on?",
+            "I answer questions about the work with commands",
+        ),
+        (
+            "@**Eagle** please fix the login crash on Safari",
+            "Queued task #2: please fix the login crash on Safari",
+        ),
+    ];
+    for (i, (text, answer)) in said.iter().enumerate() {
+        realm.fake.post(realm.alex, "random", "drive-by", text);
+        let replies = realm
+            .wait_replies("random", "drive-by", |r| r.len() > i + 1)
+            .await;
+        assert!(
+            replies[i + 1].content.starts_with(answer),
+            "{text}: {}",
+            replies[i + 1].content
+        );
+    }
     let (code, _) = eagle.stop();
     assert_eq!(code, Some(0));
 }
