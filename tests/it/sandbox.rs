@@ -416,10 +416,17 @@ fn the_open_files_limit_stops_a_worker_that_holds_more() {
         .find(|l| l.contains("run:1 attempt 1 failed"))
         .unwrap_or_else(|| panic!("run 1 was not stopped:\n{stdout}\n{stderr}"));
     assert!(
-        failed.contains("limit of its sandbox")
-            && failed.contains("open files: a process held 64 open files, max_open_files is 64"),
+        failed.contains("limit of its sandbox") && failed.contains("max_open_files is 64"),
         "{failed}"
     );
+    // The worker holds all it may (a descriptor it inherited past the limit,
+    // as the test harness's, comes on top).
+    let held: u64 = failed
+        .split_once("open files: a process held ")
+        .and_then(|(_, rest)| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{failed}"));
+    assert!(held >= 64, "{failed}");
     assert!(!stdout.contains("[STATUS: nofile]"), "{stdout}");
     assert!(stdout.contains("**Executors**"), "{stdout}");
 }
