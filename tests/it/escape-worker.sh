@@ -6,7 +6,7 @@
 # works|broken` for ordinary work that must still be possible. The test
 # asserts each line by name.
 #
-# The task's text says what to do: `mode:<escape|forkbomb|disk>` and the
+# The task's text says what to do: `mode:<escape|forkbomb|disk|fsize|nofile>` and the
 # places to try (`db:`, `zuliprc:`, `profile:`, `data:`, `other:`,
 # `other_sock:`, `outside:`, `port:`, `uport:`, `abstract:`, `eagle_pid:`).
 
@@ -112,6 +112,22 @@ fsize)
     head -c 33554432 /dev/zero >big 2>/dev/null
     say "[STATUS: fsize] run:$run big is $(stat -c %s big) bytes"
     exec head -c 33554432 /dev/zero >big-again
+    ;;
+nofile)
+    # Opens files until the kernel refuses (max_open_files) and holds them:
+    # the sandbox stops the tree at its limit.
+    echo x >held-open
+    $py -c '
+import os, sys, time
+fds = []
+try:
+    while True:
+        fds.append(os.open("held-open", os.O_RDONLY))
+except OSError:
+    pass
+time.sleep(60)
+print(f"[STATUS: nofile] run:{sys.argv[1]} held {len(fds)} files for a minute without being stopped", flush=True)
+' "$run"
     ;;
 *)
     say "[ESCALATE: unknown_mode] run:$run no such mode: $mode"

@@ -202,6 +202,72 @@ hook)
     done
     say "[DONE: pr_ready] run:$run hook inputs done"
     ;;
+crowd)
+    # Holds 32 connections to its run's socket (saying nothing), asks on 8
+    # more (each over the cap: closed unanswered), lets the 32 go and asks
+    # once more with `eagle request`.
+    crowd="$(python3 - <<'PY'
+import json, os, socket
+path, token = os.environ["EAGLE_RUN_SOCKET"], os.environ["EAGLE_RUN_TOKEN"]
+def connect():
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(60)
+    s.connect(path)
+    return s
+held = [connect() for _ in range(32)]
+answered = refused = 0
+for i in range(8):
+    s = connect()
+    ask = {"op": "request", "token": token, "key": f"crowd-{os.getpid()}-{i}",
+           "action": "run_tests", "body": f"one over the cap {i}", "escalate": False}
+    try:
+        s.sendall((json.dumps(ask) + "\n").encode())
+        answer = s.makefile().readline()
+    except OSError:
+        answer = ""
+    if answer:
+        answered += 1
+    else:
+        refused += 1
+    s.close()
+still_held = 0
+for s in held:
+    s.setblocking(False)
+    try:
+        s.recv(1)
+    except BlockingIOError:
+        still_held += 1
+    except OSError:
+        pass
+    s.close()
+print(f"held={still_held} refused={refused} answered={answered}")
+PY
+)"
+    say "[STATUS: crowd] run:$run $crowd"
+    eagle request run_tests "after the crowd"
+    say "[STATUS: crowd_after] run:$run exit=$?"
+    say "[DONE: abandoned] run:$run the crowd is gone"
+    ;;
+longline)
+    # One line of 512 MiB (its first words a status), once the test has
+    # seen it start; then an ordinary status line.
+    say "[STATUS: ready] run:$run"
+    gate="$(word gate)"
+    while [ ! -e "$gate" ]; do sleep 0.1; done
+    printf '[STATUS: long] run:%s ' "$run"
+    head -c 536870912 /dev/zero | tr '\0' x
+    printf '\n'
+    say "[STATUS: after_long] run:$run the line after the long one"
+    say "[DONE: abandoned] run:$run wrote a long line"
+    ;;
+waits)
+    # Always stops to wait: each attempt asks a human something new.
+    eagle request merge_pr "PR #$run, asked by attempt pid $$"
+    case $? in
+    3) say "[STATUS: waiting] run:$run a human decides on merge_pr"; exit 3 ;;
+    *) say "[DONE: abandoned] run:$run merge_pr was answered at once" ;;
+    esac
+    ;;
 *)
     say "[ESCALATE: unknown_mode] run:$run no such mode: $mode"
     exit 2

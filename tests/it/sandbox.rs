@@ -2,8 +2,9 @@
 //! (`escape-worker.sh`) run as a worker is (the real `eagle shell`, the real
 //! shim, the real sandbox, a worker user of its own) tries every way out of
 //! its run; each attempt is asserted by name, and so is the ordinary work
-//! that must still be possible. The limits stop a fork bomb, a disk filler
-//! and a file past its size, and Eagle keeps serving throughout.
+//! that must still be possible. The limits stop a fork bomb, a disk filler,
+//! a file past its size and a hoarder of open files, and Eagle keeps
+//! serving throughout.
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
@@ -399,5 +400,33 @@ fn the_limits_stop_a_fork_bomb_a_disk_filler_and_a_file_past_its_size() {
         .find(|l| l.contains("[STATUS: fsize]"))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(size_line.ends_with("big is 16777216 bytes"), "{size_line}");
+    assert!(stdout.contains("**Executors**"), "{stdout}");
+}
+
+#[test]
+fn the_open_files_limit_stops_a_worker_that_holds_more() {
+    let user = SandboxUser::create("eagle-test-sbx3");
+    let mut home = hostile_home(&user);
+    home.set("EAGLE_RUNNER__SANDBOX__MAX_OPEN_FILES", "64");
+    let (stdout, stderr) = shell(&home, |_| {
+        "!queue hoarder mode:nofile\n!go 1\n!status\n".to_string()
+    });
+    let failed = stdout
+        .lines()
+        .find(|l| l.contains("run:1 attempt 1 failed"))
+        .unwrap_or_else(|| panic!("run 1 was not stopped:\n{stdout}\n{stderr}"));
+    assert!(
+        failed.contains("limit of its sandbox") && failed.contains("max_open_files is 64"),
+        "{failed}"
+    );
+    // The worker holds all it may (a descriptor it inherited past the limit,
+    // as the test harness's, comes on top).
+    let held: u64 = failed
+        .split_once("open files: a process held ")
+        .and_then(|(_, rest)| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{failed}"));
+    assert!(held >= 64, "{failed}");
+    assert!(!stdout.contains("[STATUS: nofile]"), "{stdout}");
     assert!(stdout.contains("**Executors**"), "{stdout}");
 }
