@@ -215,6 +215,39 @@ pub fn hook_pretool(
     }
 }
 
+/// Marks every descriptor above 2 close-on-exec (`close_range`, Linux
+/// 5.11; one by one where it is missing).
+fn inherit_nothing_past_stderr() {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range with CLOEXEC only sets flags on our descriptors.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if rc == 0 {
+        return;
+    }
+    let open: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .filter(|fd| *fd > 2)
+                .collect()
+        })
+        .unwrap_or_default();
+    for fd in open {
+        // SAFETY: setting FD_CLOEXEC on a descriptor of ours (a stale
+        // number from the listing fails harmlessly).
+        unsafe {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+}
+
 /// `eagle worker-shim`: runs `argv` in this process group and writes
 /// `exit <code>`, `signal <n>` or `error <text>` to descriptor 3. Past
 /// `deadline` (the runner is gone and cannot), it ends the group itself.
@@ -237,10 +270,10 @@ pub fn shim(
     }
     // SAFETY: descriptor 3 is open (checked above) and only this function uses it.
     let mut exit_file = unsafe { std::fs::File::from_raw_fd(3) };
-    // SAFETY: setting FD_CLOEXEC on our own descriptor; the worker must not inherit it.
-    unsafe {
-        libc::fcntl(3, libc::F_SETFD, libc::FD_CLOEXEC);
-    }
+    // The worker inherits its standard streams and nothing else: descriptor
+    // 3 and whatever the process that started Eagle left open (a build
+    // tool's jobserver pipe, say) are closed at its exec.
+    inherit_nothing_past_stderr();
     // The runner asks the group to wrap up with SIGINT and stops it with
     // SIGTERM: the shim outlives both to record the end. A handler (unlike
     // ignoring) is reset in the worker by exec.

@@ -62,6 +62,7 @@ async fn a_started_worker_gets_only_its_runs_variables_and_the_allowed_names(db:
              cat /proc/$$/environ > \"$out/environ\"\n\
              cat /proc/$$/cmdline > \"$out/cmdline\"\n\
              cat /proc/$PPID/cmdline > \"$out/shim-cmdline\"\n\
+             ls /proc/$$/fd > \"$out/fds\"\n\
              cat > \"$out/stdin\"\n\
              echo \"[DONE: abandoned] run:$EAGLE_RUN_ID seen\"",
             out = out_dir.display()
@@ -80,8 +81,17 @@ async fn a_started_worker_gets_only_its_runs_variables_and_the_allowed_names(db:
     for (name, value) in PLANTED {
         home.set(name, value);
     }
+    // A descriptor the process that starts Eagle leaves inheritable (a
+    // build tool's jobserver pipe, say): the worker must not get it.
+    let planted = std::fs::File::open("/dev/null").unwrap();
+    let planted_fd = std::os::fd::AsRawFd::as_raw_fd(&planted);
+    // SAFETY: clearing FD_CLOEXEC on a descriptor this test owns.
+    unsafe {
+        libc::fcntl(planted_fd, libc::F_SETFD, 0);
+    }
     let marker = "Secret-title-marker-4f1c";
     let out = home.run(&["shell"], &format!("!queue {marker}\n!go 1\n"));
+    drop(planted);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
@@ -89,6 +99,14 @@ async fn a_started_worker_gets_only_its_runs_variables_and_the_allowed_names(db:
         "the worker did not run:\n{stdout}\n{stderr}"
     );
 
+    // Its standard streams and bash's own script descriptor (255), nothing
+    // inherited from Eagle or from whatever started it.
+    let fds = std::fs::read_to_string(out_dir.join("fds")).unwrap();
+    let fds: Vec<&str> = fds.split_whitespace().collect();
+    assert!(
+        fds.iter().all(|fd| ["0", "1", "2", "255"].contains(fd)),
+        "the worker inherited descriptors {fds:?} (planted: {planted_fd})"
+    );
     let env = env_map(&std::fs::read_to_string(out_dir.join("environ")).unwrap());
     // Only the run's own EAGLE_* keys, nothing of Zulip's or the database's.
     let eagle_keys: Vec<&String> = env.keys().filter(|k| k.starts_with("EAGLE_")).collect();
