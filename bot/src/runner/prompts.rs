@@ -222,7 +222,7 @@ mod tests {
             text.contains("Task: Fix {the} tab"),
             "values are not re-read as templates"
         );
-        assert!(text.contains("Branch: eagle/run-42"));
+        assert!(text.contains("on the branch `eagle/run-42`"), "{text}");
         let analysis = prompts.render(PromptKind::Analysis, &values);
         assert!(analysis.contains("{\"status\": "), "{analysis}");
     }
