@@ -715,7 +715,7 @@ async fn a_confined_session_pushes_through_eagle_and_escapes_nowhere() {
         .output()
         .unwrap();
     assert!(cloned.status.success(), "{cloned:?}");
-    let main_before = git_head(&remote, "main").expect("main");
+    let main_before = crate::effects::head_of(&remote, "main").expect("main");
     // Where the worker must not reach: a file beside the run, a listener
     // standing for GitHub's API on loopback.
     let outside = root.join("outside");
@@ -843,7 +843,7 @@ async fn a_confined_session_pushes_through_eagle_and_escapes_nowhere() {
         .unwrap();
     let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
     assert_eq!(
-        git_head(&remote, "eagle/run-1").as_deref(),
+        crate::effects::head_of(&remote, "eagle/run-1").as_deref(),
         Some(head.as_str()),
         "{:#?}\n{requests:#?}",
         &results[ordinary..]
@@ -856,7 +856,7 @@ async fn a_confined_session_pushes_through_eagle_and_escapes_nowhere() {
         "{requests:#?}"
     );
     // Another ref: refused, main untouched.
-    assert_eq!(git_head(&remote, "main"), Some(main_before));
+    assert_eq!(crate::effects::head_of(&remote, "main"), Some(main_before));
     assert!(
         results[ordinary + 1]
             .0
@@ -898,18 +898,4 @@ async fn a_confined_session_pushes_through_eagle_and_escapes_nowhere() {
     }
     assert!(!Path::new("/tmp/by-shell-tmp").exists());
     assert!(results[ordinary + 5].1, "{:?}", results[ordinary + 5]);
-}
-
-/// A branch's head in a bare repository, if it exists.
-fn git_head(remote: &Path, branch: &str) -> Option<String> {
-    let out = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(remote)
-        .args(["-c", "safe.directory=*", "rev-parse", "--verify", "--quiet"])
-        .arg(format!("refs/heads/{branch}"))
-        .output()
-        .unwrap();
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }

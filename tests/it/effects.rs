@@ -85,7 +85,7 @@ fn remote(dir: &Path) -> (PathBuf, String, String) {
 }
 
 /// A branch's head in the remote, if it exists.
-fn head_of(remote: &Path, branch: &str) -> Option<String> {
+pub(crate) fn head_of(remote: &Path, branch: &str) -> Option<String> {
     let out = Command::new("git")
         .args([
             "--git-dir",
