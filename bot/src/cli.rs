@@ -424,6 +424,10 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(profile) => {
+            // First of all: a SIGTERM while Eagle starts (systemd stopping
+            // it early) is a clean stop too, not the default action.
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            spawn_signal_handler(shutdown.clone())?;
             let profile = load(dir, &profile.profile, env)?;
             // Everything is validated before anything starts.
             let creds = profile.zulip_credentials(env)?;
@@ -438,9 +442,10 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
             }
             harden();
             keep_zuliprc_private(&profile);
-            let store = open_store(&profile).await?;
-            let shutdown = tokio_util::sync::CancellationToken::new();
-            spawn_signal_handler(shutdown.clone())?;
+            let store = tokio::select! {
+                store = open_store(&profile) => store?,
+                () = shutdown.cancelled() => return Ok(ExitCode::SUCCESS),
+            };
             let mut transport = crate::zulip::bot::ZulipTransport::new(&profile, creds)?;
             let name = profile.name.clone();
             let setup = match profile.role {
@@ -460,7 +465,11 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
                 },
             };
             let result = async {
-                let ctx = crate::daemon::Context::build(setup, &mut transport).await?;
+                // Stopped while it sets up: nothing has started yet.
+                let ctx = tokio::select! {
+                    ctx = crate::daemon::Context::build(setup, &mut transport) => ctx?,
+                    () = shutdown.cancelled() => return Ok(()),
+                };
                 crate::daemon::run(ctx, transport, shutdown).await
             }
             .await;
