@@ -10,6 +10,7 @@ use std::process::Stdio;
 use std::sync::mpsc;
 
 use crate::executor::{fake_worker_command, home_store};
+use crate::promises::run_posts;
 use crate::support::{Home, WAIT, text};
 
 fn fake_home() -> Home {
@@ -17,14 +18,6 @@ fn fake_home() -> Home {
     home.set("EAGLE_RUNNER__WORKER_COMMAND", &fake_worker_command())
         .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s");
     home
-}
-
-/// Posts the shell printed about run 1, in order.
-fn run_posts(stdout: &str) -> Vec<&str> {
-    stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("#executor > run 1 · "))
-        .collect()
 }
 
 #[test]

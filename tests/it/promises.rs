@@ -769,8 +769,8 @@ fn whichever_command_runs_first_creates_private_files() {
     }
 }
 
-/// Posts the shell printed about run 1.
-fn run_posts(stdout: &str) -> Vec<&str> {
+/// Posts the shell printed about run 1, in order.
+pub(crate) fn run_posts(stdout: &str) -> Vec<&str> {
     stdout
         .lines()
         .filter_map(|l| l.strip_prefix("#executor > run 1 · "))

@@ -49,11 +49,7 @@ pub(super) fn analyzer(
         Some(v) => Ok(v.trim().to_string()),
     };
     let env_names = env_names("analyzer.env", raw.env.unwrap_or_default(), origins)?;
-    let model_url = env_names
-        .iter()
-        .any(|name| name == "ANTHROPIC_BASE_URL")
-        .then(|| origins.env.get("ANTHROPIC_BASE_URL").map(String::as_str))
-        .flatten();
+    let model_url = super::sandbox::model_url(&env_names, origins.env);
     let allow_hosts = super::sandbox::allow_hosts(
         "analyzer.allow_hosts",
         raw.allow_hosts,

@@ -249,6 +249,19 @@ pub(super) fn sandbox_settings(
 }
 
 /// The model API's host for a worker kind.
+/// The model API a command reaches: the `ANTHROPIC_BASE_URL` it is passed
+/// (`names`, from `env`), if it is.
+pub(super) fn model_url<'e>(
+    names: &[String],
+    env: &'e std::collections::BTreeMap<String, String>,
+) -> Option<&'e str> {
+    names
+        .iter()
+        .any(|name| name == "ANTHROPIC_BASE_URL")
+        .then(|| env.get("ANTHROPIC_BASE_URL").map(String::as_str))
+        .flatten()
+}
+
 /// An allow list as given at `key`, else the default for a command of
 /// `kind` whose model API is at `model_url`.
 pub(super) fn allow_hosts(

@@ -430,11 +430,7 @@ fn runner_settings(
         raw.worker_env.unwrap_or_default(),
         origins,
     )?;
-    let model_url = worker_names
-        .iter()
-        .any(|name| name == "ANTHROPIC_BASE_URL")
-        .then(|| origins.env.get("ANTHROPIC_BASE_URL").map(String::as_str))
-        .flatten();
+    let model_url = super::sandbox::model_url(&worker_names, origins.env);
     let sandbox = super::sandbox::sandbox_settings(
         raw.sandbox.unwrap_or_default(),
         worker_command.as_ref().map(|c| c.kind),
