@@ -373,9 +373,13 @@ async fn handle_line(
     line: String,
 ) -> anyhow::Result<()> {
     loop {
+        // Numbered by one counter for every shell session, so the task key
+        // `shell:<n>` of this line is no other session's.
         let message_id = {
-            let mut tx = ctx.store.begin_read().await?;
-            tx.next_local_message_id(session).await?
+            let mut tx = ctx.store.begin_write().await?;
+            let id = tx.next_local_message_id(IDENTITY).await?;
+            tx.commit().await?;
+            id
         };
         let message = InboundMessage {
             identity: session.to_string(),
@@ -393,7 +397,7 @@ async fn handle_line(
             late: false,
         };
         match handle_message(ctx, &message).await? {
-            // Another shell of this session took this number first.
+            // Cannot happen with the shared counter; a fresh number is safe.
             Handled::Duplicate => continue,
             Handled::Ignored | Handled::Replied { .. } => return Ok(()),
         }

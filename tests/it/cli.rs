@@ -130,6 +130,32 @@ fn shell_works_on_postgres() {
     drop(schema);
 }
 
+/// Every shell session numbers its lines from one counter: the first
+/// `!queue` of a later session is a new task, never "queued already".
+#[test]
+fn two_shell_sessions_one_after_another_each_queue_a_task() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let schema = runtime.block_on(PgSchema::create());
+    for postgres in [false, true] {
+        let mut home = Home::new();
+        if postgres {
+            home.set("EAGLE_DATABASE_URL", &schema.url());
+        }
+        let first = home.run(&["shell"], "!queue First task\n");
+        let (stdout, stderr) = text(&first);
+        assert!(first.status.success(), "stderr: {stderr}");
+        assert!(stdout.contains("Queued task #1: First task"), "{stdout}");
+        let second = home.run(&["shell"], "!queue Second task\n!status\n");
+        let (stdout, stderr) = text(&second);
+        assert!(second.status.success(), "stderr: {stderr}");
+        assert!(stdout.contains("Queued task #2: Second task"), "{stdout}");
+        assert!(!stdout.contains("queued already"), "{stdout}");
+        assert!(stdout.contains("#1 First task ("), "{stdout}");
+        assert!(stdout.contains("#2 Second task ("), "{stdout}");
+    }
+    drop(schema);
+}
+
 #[test]
 fn migrate_reports_what_it_did() {
     let home = Home::new();

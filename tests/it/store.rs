@@ -514,8 +514,14 @@ async fn local_message_ids_count_up(db: Db) {
     let store = test.open().await;
     let mut tx = store.begin_write().await.unwrap();
     assert_eq!(tx.next_local_message_id("shell").await.unwrap(), 1);
-    tx.mark_processed("shell", 1, "commands").await.unwrap();
+    // Whether a number was used or not, it is never handed out again.
     assert_eq!(tx.next_local_message_id("shell").await.unwrap(), 2);
     assert_eq!(tx.next_local_message_id("other").await.unwrap(), 1);
+    tx.commit().await.unwrap();
+    drop(store);
+    // The counter is the transport's, not a session's or a process's.
+    let store = test.open().await;
+    let mut tx = store.begin_write().await.unwrap();
+    assert_eq!(tx.next_local_message_id("shell").await.unwrap(), 3);
     tx.commit().await.unwrap();
 }

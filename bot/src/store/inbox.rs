@@ -41,16 +41,22 @@ impl Tx {
         Ok(inserted == 1)
     }
 
-    /// The next local message id of a transport without server ids (the shell).
-    pub async fn next_local_message_id(&mut self, identity: &str) -> Result<i64> {
-        let max: Option<i64> = on_tx!(self, conn => {
-            sqlx::query_scalar("SELECT MAX(message_id) FROM processed_messages WHERE identity = $1")
-                .bind(identity)
-                .fetch_one(conn)
-                .await
+    /// The next message id of a transport without server ids (the shell):
+    /// one counter per transport, shared by every session and never reset,
+    /// so no two messages of any sessions get one id (and one task key).
+    pub async fn next_local_message_id(&mut self, transport: &str) -> Result<i64> {
+        let id: i64 = on_tx!(self, conn => {
+            sqlx::query_scalar(
+                "INSERT INTO local_message_ids (transport, last_id) VALUES ($1, 1) \
+                 ON CONFLICT (transport) DO UPDATE SET last_id = local_message_ids.last_id + 1 \
+                 RETURNING last_id",
+            )
+            .bind(transport)
+            .fetch_one(conn)
+            .await
         })
         .op("numbering a local message")?;
-        Ok(max.unwrap_or(0) + 1)
+        Ok(id)
     }
 
     /// Moves an identity's bookmark forward (never back).

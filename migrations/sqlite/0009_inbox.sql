@@ -1,0 +1,17 @@
+-- The owner's inbox and moving in. SQLite flavour; keep
+-- ../postgres/0009_inbox.sql in step.
+
+-- Message ids of transports without a server to number them (the shell):
+-- one counter per transport, shared by all its sessions and never reset, so
+-- a task key 'shell:<n>' names one message for ever, whatever session typed
+-- it. It starts past every number handed out before it existed.
+CREATE TABLE local_message_ids (
+    transport           TEXT PRIMARY KEY,
+    last_id             INTEGER NOT NULL
+);
+INSERT INTO local_message_ids (transport, last_id)
+SELECT 'shell', COALESCE(MAX(n), 0) FROM (
+    SELECT message_id AS n FROM processed_messages WHERE identity LIKE 'shell:%'
+    UNION ALL
+    SELECT origin_message_id AS n FROM executor_queue WHERE origin_transport = 'shell'
+) AS seen;
