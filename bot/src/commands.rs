@@ -24,6 +24,7 @@ mod requests;
 mod show;
 mod status;
 mod tasks;
+mod triage;
 
 pub use context::{CommandContext, CommandReply};
 pub use control::{Cancel, Hold, Pause, Resume, Retry, RunOrAll, Unhold};
@@ -37,6 +38,7 @@ pub use parse::{
 pub use requests::{Approve, Deny};
 pub use show::Show;
 pub use tasks::{Go, Reanalyze};
+pub use triage::{DropTask, Priority, Review, Skip};
 
 use crate::store::StoreError;
 
@@ -190,6 +192,7 @@ commands! {
     pub enum Command {
         Help, Queue, Status, Why,
         Approve, Deny, Show, Go, Cancel, Hold, Unhold, Retry, Pause, Resume, Reanalyze,
+        Review, Skip, DropTask, Priority,
     }
 }
 

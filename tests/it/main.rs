@@ -37,6 +37,7 @@ mod egress;
 mod executor;
 mod github;
 mod hardening;
+mod inbox;
 mod limits;
 mod policy;
 mod prloop;

@@ -202,10 +202,12 @@ impl Store {
         } else {
             ""
         };
+        // By the task's priority (1 first, none last), then the oldest run.
         let query = sql(&[
-            "SELECT r.id FROM executor_runs AS r WHERE ",
+            "SELECT r.id FROM executor_runs AS r \
+             JOIN executor_queue AS t ON t.task_gid = r.task_gid WHERE ",
             CLAIMABLE,
-            " ORDER BY r.id LIMIT 1",
+            " ORDER BY (t.priority IS NULL), t.priority, r.id LIMIT 1",
             skip_locked,
         ]);
         let candidate: Option<i64> = on_tx!(tx, conn => {

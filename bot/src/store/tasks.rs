@@ -362,6 +362,9 @@ pub(super) const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, star
     head_seen_at, ci_triggered_sha, pr_closed_at, pr_work_done_sha, pr_work_done_at, pr_rounds, waits, \
     pr_title, pr_head_ref, pr_base_ref, pr_ci";
 
+/// The start of an `ORDER BY` over `executor_queue`: priority 1 (urgent)
+/// first, tasks without one last; the caller adds the age.
+const BY_PRIORITY: &str = "(priority IS NULL), priority, ";
 const OPEN_TASK_FILTER: &str = "status NOT IN ('skip', 'done', 'cancelled')";
 const OPEN_RUN_FILTER: &str = "state NOT IN ('complete', 'abandoned', 'cancelled')";
 
@@ -413,6 +416,21 @@ impl Tx {
             .op("reading a task")
     }
 
+    /// Sets a task's priority (`!priority`; the caller audits it).
+    pub async fn set_task_priority(&mut self, id: i64, priority: Option<i64>) -> Result<()> {
+        let now = super::now();
+        on_tx!(self, conn => {
+            sqlx::query("UPDATE executor_queue SET priority = $2, updated_at = $3 WHERE id = $1")
+                .bind(id)
+                .bind(priority)
+                .bind(now)
+                .execute(conn)
+                .await
+                .map(|_| ())
+        })
+        .op("setting a task's priority")
+    }
+
     /// One task by id, locked for update on PostgreSQL (SQLite's write
     /// transaction already holds the lock).
     pub(super) async fn task_for_update(&mut self, id: i64) -> Result<Option<Task>> {
@@ -442,14 +460,17 @@ impl Tx {
             .op("reading a task")
     }
 
-    /// Open tasks (not skipped, done or cancelled), oldest first.
+    /// Open tasks (not skipped, done or cancelled), by priority (1 first,
+    /// none last), then oldest first: the order the runner claims in.
     pub async fn open_tasks(&mut self, offset: i64, limit: i64) -> Result<Vec<Task>> {
         let query = sql(&[
             "SELECT ",
             TASK_COLUMNS,
             " FROM executor_queue WHERE ",
             OPEN_TASK_FILTER,
-            " ORDER BY id LIMIT $1 OFFSET $2",
+            " ORDER BY ",
+            BY_PRIORITY,
+            "id LIMIT $1 OFFSET $2",
         ]);
         on_tx!(self, conn => sqlx::query_as(query).bind(limit).bind(offset).fetch_all(conn).await)
             .op("listing open tasks")

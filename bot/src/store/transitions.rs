@@ -62,6 +62,7 @@ pub const TASK_TRANSITIONS: &[(TaskStatus, TaskStatus, &str)] = &[
     (T::AwaitingGo, T::Cancelled, "withdrawn"),
     (T::Skip, T::Pending, "re-analysis (the seed's Phase 7)"),
     (T::Skip, T::Approved, "!go overrides a skip (recorded)"),
+    (T::Skip, T::AwaitingGo, "!review overrides a skip"),
     (T::Skip, T::Cancelled, "closed where it came from"),
     (T::Approved, T::Done, "its run is complete"),
     (T::Approved, T::Cancelled, "its run is cancelled"),
