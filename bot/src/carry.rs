@@ -205,6 +205,11 @@ impl Carrier {
                         repo: self.github.as_ref().map(|(_, s)| s.repo.to_string()),
                     };
                     tx.record_pr_link(run.id, &link).await?;
+                    // Known before the PR loop looks: an escalated merge
+                    // says at once that the PR is a draft.
+                    if let Some(draft) = carried.draft {
+                        tx.set_pr_draft(run.id, draft).await?;
+                    }
                 }
                 let line = format!(
                     "{} (run:{} req:{})",

@@ -34,6 +34,9 @@ const QUOTE_CHARS: usize = 300;
 pub struct DeciderSettings {
     pub reminder_after: Duration,
     pub approval_ttl: Duration,
+    /// `github.drafts = "keep"`: an escalated merge of a draft says it will
+    /// not be merged.
+    pub keep_drafts: bool,
 }
 
 impl Default for DeciderSettings {
@@ -41,6 +44,7 @@ impl Default for DeciderSettings {
         DeciderSettings {
             reminder_after: Duration::from_secs(2 * 3600),
             approval_ttl: Duration::from_secs(24 * 3600),
+            keep_drafts: false,
         }
     }
 }
@@ -181,6 +185,7 @@ impl Decider {
                     &decided,
                     &run,
                     task.as_ref(),
+                    self.settings.keep_drafts,
                 )
             }
         };
@@ -371,11 +376,12 @@ fn escalation_text(
     request: &Request,
     run: &Run,
     task: Option<&Task>,
+    keep_drafts: bool,
 ) -> String {
     let owner = owner.map(|o| format!(" {o}")).unwrap_or_default();
     let private = task.is_some_and(|t| t.origin_private);
     // An effect is named in Eagle's words; a question in the worker's.
-    let asked = match crate::effect::describe(request, run, private) {
+    let asked = match crate::effect::describe_for(request, run, private, keep_drafts) {
         Some(what) => format!(" {what}\n"),
         None if request.body.is_empty() || private => " ".to_string(),
         None => format!(" The worker asks: “{}”. ", quote(&request.body)),

@@ -13,7 +13,7 @@
 
 mod words;
 
-pub use words::{Kind, commit_in, describe, text_summary};
+pub use words::{Kind, commit_in, describe, describe_for, text_summary};
 
 use serde::{Deserialize, Serialize};
 
@@ -191,6 +191,9 @@ pub struct Carried {
     /// The PR's or the comment's web address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// Whether the PR opened (or found open) is a draft.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<bool>,
 }
 
 #[cfg(test)]

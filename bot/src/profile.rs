@@ -370,6 +370,10 @@ pub struct GithubSettings {
     pub poll_interval: Duration,
     /// `merge`, `squash` or `rebase`.
     pub merge_method: String,
+    /// `github.drafts = "keep"`: an approved merge of a draft PR is refused
+    /// (the escalation says so); by default (`"ready"`) Eagle marks the PR
+    /// ready for review at the approved head, then merges it.
+    pub keep_drafts: bool,
     /// fix-ci workers per run before its owner is asked.
     pub ci_attempts: i64,
     /// PR workers of every kind per run before its owner is asked.

@@ -15,3 +15,7 @@ SELECT 'shell', COALESCE(MAX(n), 0) FROM (
     UNION ALL
     SELECT origin_message_id AS n FROM executor_queue WHERE origin_transport = 'shell'
 ) AS seen;
+
+-- Whether the run's PR was a draft when the PR loop last saw it: the
+-- escalation of a merge says so, and what approving it will do.
+ALTER TABLE executor_runs ADD COLUMN pr_draft INTEGER;

@@ -300,7 +300,7 @@ async fn eagle_opens_the_draft_pr_from_the_runs_branch_with_the_exact_text() {
     assert_eq!(
         store.carried_result(opened[0].id).await.unwrap().as_deref(),
         Some(
-            r#"{"branch":"eagle/run-1","pr_number":1,"url":"https://github.com/acme/app/pull/1"}"#
+            r#"{"branch":"eagle/run-1","pr_number":1,"url":"https://github.com/acme/app/pull/1","draft":true}"#
         )
     );
     fake.assert_clean();
@@ -591,4 +591,148 @@ fn eagle_check_refuses_a_credential_in_worker_env() {
         said.contains("MY_GH is a credential (this profile's github.token_env)"),
         "{said}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_merge_of_a_draft_marks_it_ready_then_merges_on_sqlite() {
+    a_draft_is_marked_ready_then_merged(Db::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_merge_of_a_draft_marks_it_ready_then_merges_on_postgres() {
+    a_draft_is_marked_ready_then_merged(Db::Postgres).await;
+}
+
+/// Workers open drafts; the run completes while its PR is one. Approving
+/// its merge_pr means "mark it ready, then merge" at the approved head.
+async fn a_draft_is_marked_ready_then_merged(db: Db) {
+    let db = TestDb::new(db).await;
+    let dir = shared_tempdir();
+    let (home, fake, store, request, fix) = asked_to_merge(dir.path(), &db).await;
+    assert!(fake.pr(REPO, 1).draft, "the worker's PR is a draft");
+    fake.add_check_run(
+        REPO,
+        CheckRunSpec::new("CI", &fix, "completed", Some("success")),
+    );
+    fake.add_review(REPO, 1, Some("alex"), "APPROVED", "");
+    let stdout = shell(&home, &format!("!show 1 {}\n", request.id));
+    assert!(
+        stdout.contains(
+            "The PR is a draft: approving marks it ready for review at that head, then merges it."
+        ),
+        "{stdout}"
+    );
+    let before = fake.requests().len();
+    shell(&home, &format!("!approve 1 {}\n", request.id));
+    let pr = fake.pr(REPO, 1);
+    assert!(pr.merged, "{:?}", store.request(request.id).await.unwrap());
+    assert!(!pr.draft);
+    assert_eq!(pr.merged_head_sha.as_deref(), Some(fix.as_str()));
+    assert_eq!(merges(&fake), 1, "one merge, no 405 first");
+    // The mutation went out before the merge.
+    let after: Vec<_> = fake.requests().into_iter().skip(before).collect();
+    let merge = after
+        .iter()
+        .position(|r| r.method == "PUT" && r.path.ends_with("/merge"))
+        .expect("the merge");
+    assert_eq!(after[merge].status, 200, "{:?}", after[merge]);
+    assert!(
+        after[..merge]
+            .iter()
+            .any(|r| r.method == "POST" && r.path == "/graphql"),
+        "no GraphQL call before the merge: {after:#?}"
+    );
+    let merged = store.request(request.id).await.unwrap().unwrap();
+    assert!(
+        merged.carried_out.as_deref().is_some_and(
+            |c| c.starts_with("Eagle marked the draft ready for review and merged PR #1 at")
+        ),
+        "{merged:?}"
+    );
+    fake.assert_clean();
+}
+
+/// `github.drafts = "keep"`: the escalation says the PR is a draft and
+/// that `!approve` will not merge it; approving spends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drafts_kept_as_drafts_are_said_so_and_not_merged() {
+    let db = TestDb::new(Db::Sqlite).await;
+    let dir = shared_tempdir();
+    let (mut home, fake, store, request, fix) = asked_to_merge(dir.path(), &db).await;
+    home.set("EAGLE_GITHUB__DRAFTS", "keep");
+    fake.add_check_run(
+        REPO,
+        CheckRunSpec::new("CI", &fix, "completed", Some("success")),
+    );
+    fake.add_review(REPO, 1, Some("alex"), "APPROVED", "");
+    let stdout = shell(&home, &format!("!show 1 {}\n", request.id));
+    assert!(
+        stdout.contains(
+            "The PR is a draft, and github.drafts = \"keep\": `!approve` will not merge it"
+        ),
+        "{stdout}"
+    );
+    let stdout = shell(&home, &format!("!approve 1 {}\n", request.id));
+    assert!(
+        stdout.contains("Eagle did not merge PR #1: it is a draft, and github.drafts = \"keep\""),
+        "{stdout}"
+    );
+    assert!(fake.pr(REPO, 1).draft);
+    assert!(!fake.pr(REPO, 1).merged);
+    assert_eq!(merges(&fake), 0);
+    let refused = store.request(request.id).await.unwrap().unwrap();
+    assert!(
+        refused
+            .carried_out
+            .as_deref()
+            .is_some_and(|c| c.starts_with("Eagle did not merge")),
+        "{refused:?}"
+    );
+    // A bad value is refused at start with the key named.
+    home.set("EAGLE_GITHUB__DRAFTS", "sometimes");
+    let out = home.run(&["shell"], "");
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(stderr.contains("github.drafts"), "{stderr}");
+    fake.assert_clean();
+}
+
+/// A worker names a PR in another repository: the run is held for its
+/// owner, who is asked once, never left waiting on nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_pr_is_in_another_repository_is_held_for_its_owner() {
+    let db = TestDb::new(Db::Sqlite).await;
+    let mut home = Home::new();
+    home.set("EAGLE_DATABASE_URL", &db.url)
+        .set(
+            "EAGLE_RUNNER__WORKER_COMMAND",
+            &crate::executor::fake_worker_command(),
+        )
+        .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s");
+    let fake = github(&mut home).await;
+    let stdout = shell(
+        &home,
+        "!queue Elsewhere mode:pr pr:https://github.com/other/thing/pull/5\n!go 1\n",
+    );
+    let held = "[STATUS: held] run:1 PR #5: its PR is in other/thing, not in github.repo acme/app: \
+                Eagle does not follow it";
+    assert!(stdout.contains(held), "{stdout}");
+    let stdout = shell(&home, "!status run 1\n");
+    assert!(stdout.contains("held"), "{stdout}");
+    assert!(stdout.contains("waiting on"), "{stdout}");
+    assert!(!stdout.contains("[STATUS: held]"), "said once:\n{stdout}");
+    let store = db.open().await;
+    let mut tx = store.begin_read().await.unwrap();
+    let run = tx.run(1).await.unwrap().unwrap();
+    assert!(run.held);
+    assert!(run.waiting_on.is_some(), "{run:?}");
+    // Nothing was asked of GitHub about another repository.
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| !r.path.contains("other/thing")),
+        "{:#?}",
+        fake.requests()
+    );
+    fake.assert_clean();
 }

@@ -3,8 +3,10 @@
 //! only with the required checks green at that head and the review of that
 //! head green (approved, nobody's latest review asking for changes); the
 //! merge call names that sha, so a push since gives GitHub's 409, never a
-//! merge of unseen code. Otherwise it is refused, nothing is merged, and
-//! the run's topic says why.
+//! merge of unseen code. A draft is marked ready for review first (GraphQL
+//! `markPullRequestReadyForReview`), unless `github.drafts = "keep"`, which
+//! refuses it. Otherwise it is refused, nothing is merged, and the run's
+//! topic says why.
 
 use super::{Carrier, MERGEABLE_PATIENCE, Outcome};
 use crate::effect::{Carried, Effect};
@@ -108,6 +110,13 @@ impl Carrier {
                 short_sha(&pull.head_sha)
             ));
         }
+        // Drafts stay drafts when the profile says so: nothing is spent.
+        if pull.draft && settings.keep_drafts {
+            return Outcome::Refused(format!(
+                "Eagle did not merge PR #{number}: it is a draft, and github.drafts = \"keep\" \
+                 leaves drafts as they are; mark it ready for review on GitHub, then ask again"
+            ));
+        }
         let waited = request
             .decided_at
             .map(|at| (crate::store::now() - at).to_std().unwrap_or_default())
@@ -151,6 +160,27 @@ impl Carrier {
         if pull.mergeable.is_none() && waited < MERGEABLE_PATIENCE {
             return Outcome::Later("GitHub has not computed whether it can be merged".into());
         }
+        // A draft cannot be merged (GitHub's 405): approving the merge of
+        // one means "mark it ready, then merge", at the head checked above;
+        // the merge call below is bound to that same sha.
+        if pull.draft {
+            match client.mark_ready_for_review(&pull.node_id).await {
+                Ok(false) => {
+                    tracing::info!(
+                        run = run.id,
+                        pr = number,
+                        "marked the draft PR ready for review"
+                    )
+                }
+                Ok(true) => {
+                    return Outcome::Refused(format!(
+                        "Eagle did not merge PR #{number}: GitHub still shows it as a draft after \
+                         it was marked ready for review"
+                    ));
+                }
+                Err(error) => return classify(number, &error),
+            }
+        }
         let method = match settings.merge_method.as_str() {
             "merge" => MergeMethod::Merge,
             "rebase" => MergeMethod::Rebase,
@@ -161,7 +191,15 @@ impl Carrier {
             .await
         {
             Ok(merged) if merged.merged => done(
-                format!("Eagle merged PR #{number} at {}", short_sha(&sha)),
+                format!(
+                    "Eagle {}merged PR #{number} at {}",
+                    if pull.draft {
+                        "marked the draft ready for review and "
+                    } else {
+                        ""
+                    },
+                    short_sha(&sha)
+                ),
                 &sha,
             ),
             Ok(merged) => Outcome::Refused(format!(

@@ -36,6 +36,7 @@ impl Carrier {
                     branch: Some(pull.head_ref.clone()),
                     pr_number: Some(pull.number),
                     url: Some(pull.html_url.clone()),
+                    draft: Some(pull.draft),
                     ..Carried::default()
                 },
             )

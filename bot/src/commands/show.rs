@@ -97,9 +97,14 @@ impl Handler for Show {
         }
         let body = request.body.as_str();
         let (shown, hidden) = visible_text(body);
-        let effect = crate::effect::describe(&request, &run, false)
-            .map(|what| format!("{what}\n"))
-            .unwrap_or_default();
+        let effect = crate::effect::describe_for(
+            &request,
+            &run,
+            false,
+            cx.profile.github.as_ref().is_some_and(|g| g.keep_drafts),
+        )
+        .map(|what| format!("{what}\n"))
+        .unwrap_or_default();
         let mut header = format!(
             "**Request {id} of run {run}**: [{tag}: {action}] ({status}), {bytes} bytes, {chars} \
              characters, {lines} lines, {end}, hash `{hash}`{hidden}\n{effect}",

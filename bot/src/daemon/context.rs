@@ -151,6 +151,7 @@ impl Context {
             settings: DeciderSettings {
                 reminder_after: side.profile.decisions.reminder_after,
                 approval_ttl: side.profile.decisions.approval_ttl,
+                keep_drafts: side.profile.github.as_ref().is_some_and(|g| g.keep_drafts),
             },
         })
     }

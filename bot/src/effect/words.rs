@@ -60,6 +60,17 @@ impl Kind {
 /// worker's own words are all there is. `private`: the task is private, so
 /// no text of the request is quoted (`!show` in its conversation shows it).
 pub fn describe(request: &Request, run: &Run, private: bool) -> Option<String> {
+    describe_for(request, run, private, false)
+}
+
+/// [`describe`] under a profile whose `github.drafts` is `"keep"`
+/// (`keep_drafts`): an approved merge of a draft is refused, and says so.
+pub fn describe_for(
+    request: &Request,
+    run: &Run,
+    private: bool,
+    keep_drafts: bool,
+) -> Option<String> {
     let effect = Kind::of(&request.action)?;
     let text = worded_text(request);
     let text = text.as_str();
@@ -73,7 +84,7 @@ pub fn describe(request: &Request, run: &Run, private: bool) -> Option<String> {
         .map(|b| format!("`{}`", inert(b)))
         .unwrap_or_else(|| "(not named yet)".into());
     Some(match effect {
-        Kind::MergePr => merge(request, run),
+        Kind::MergePr => merge(request, run) + &draft_note(run, keep_drafts),
         Kind::PushBranch => match commit_in(&request.body) {
             Some(sha) => format!(
                 "Eagle will push commit `{}` to the run's own branch {branch}, nothing else.",
@@ -119,6 +130,20 @@ fn worded_text(request: &Request) -> String {
             | Effect::PostAsanaComment { body },
         )) => body,
         _ => request.body.clone(),
+    }
+}
+
+/// What approving a merge does to a draft PR, if the PR loop saw a draft.
+fn draft_note(run: &Run, keep_drafts: bool) -> String {
+    match (run.pr_draft, keep_drafts) {
+        (Some(true), false) => " The PR is a draft: approving marks it ready for review at that \
+             head, then merges it."
+            .into(),
+        (Some(true), true) => " The PR is a draft, and github.drafts = \"keep\": `!approve` will \
+             not merge it (Eagle leaves drafts as they are); mark it ready for review on GitHub \
+             first."
+            .into(),
+        _ => String::new(),
     }
 }
 

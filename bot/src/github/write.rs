@@ -46,6 +46,13 @@ mutation AddReply($thread: ID!, $body: String!) {
   }
 }"#;
 
+const MARK_READY: &str = r#"
+mutation MarkReady($pull: ID!) {
+  markPullRequestReadyForReview(input: {pullRequestId: $pull}) {
+    pullRequest { isDraft }
+  }
+}"#;
+
 const THREAD_COMMENTS: &str = r#"
 query ThreadComments($thread: ID!) {
   node(id: $thread) {
@@ -140,6 +147,41 @@ impl GitHub {
                 detail: "no comment in the answer".into(),
             })?;
         Ok(ThreadReply { url })
+    }
+
+    /// Marks a draft PR ready for review (GraphQL
+    /// `markPullRequestReadyForReview`, by the PR's `node_id`); a PR that
+    /// is ready already stays so. Returns whether it is still a draft.
+    pub async fn mark_ready_for_review(&self, node_id: &str) -> Result<bool, Error> {
+        #[derive(Deserialize)]
+        struct Data {
+            #[serde(rename = "markPullRequestReadyForReview")]
+            mark: Option<Payload>,
+        }
+        #[derive(Deserialize)]
+        struct Payload {
+            #[serde(rename = "pullRequest")]
+            pull: Option<Pull>,
+        }
+        #[derive(Deserialize)]
+        struct Pull {
+            #[serde(rename = "isDraft")]
+            is_draft: bool,
+        }
+        let data: Data = self
+            .graphql(
+                "marking a PR ready for review",
+                MARK_READY,
+                json!({ "pull": node_id }),
+            )
+            .await?;
+        data.mark
+            .and_then(|p| p.pull)
+            .map(|p| p.is_draft)
+            .ok_or_else(|| Error::Malformed {
+                what: "POST /graphql (markPullRequestReadyForReview)".into(),
+                detail: "no pull request in the answer".into(),
+            })
     }
 
     /// The last 100 comments of a review thread.

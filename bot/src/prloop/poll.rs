@@ -23,13 +23,13 @@ impl PrLoop {
         // Eagle watch, label or merge elsewhere.
         let repo = watcher.settings.repo.clone();
         if let Some(other) = run.pr_repo.as_deref().filter(|r| !repo.is_named(r)) {
+            // Held for its owner, said once: never a run waiting on nobody.
             let status = format!(
                 "its PR is in {}, not in github.repo {}: Eagle does not follow it",
                 one_line(other, 100),
                 watcher.settings.repo
             );
-            self.store.set_pr_status(run.id, &status).await?;
-            return Ok(());
+            return self.not_its_pr(run, number, &status).await;
         }
         let memo: Memo = run
             .pr_poll
@@ -259,11 +259,23 @@ impl PrLoop {
                 tx.mark_comments_seen(run.id, now).await?;
                 tx.insert_notice(run.id, "complete", view.pull.html_url.as_str())
                     .await?;
+                let draft = if !view.pull.draft {
+                    ""
+                } else if watcher.settings.keep_drafts {
+                    " · it is a draft and stays one (github.drafts = \"keep\"): mark it ready for \
+                     review on GitHub before it can be merged"
+                } else {
+                    " · it is a draft: an approved merge_pr marks it ready for review, then merges it"
+                };
                 self.poster
                     .post(
                         &mut tx,
                         &topic,
-                        &format!("[STATUS: complete] run:{} {pr}: {}", run.id, quote(&status)),
+                        &format!(
+                            "[STATUS: complete] run:{} {pr}: {}{draft}",
+                            run.id,
+                            quote(&status)
+                        ),
                     )
                     .await?;
             }
@@ -425,6 +437,7 @@ fn pr_seen(view: &PullRequestView) -> PrSeen {
             CiState::NeverRan => "never ran".into(),
             CiState::Failed { failed } => format!("failed: {}", failed.join(", ")),
         },
+        draft: view.pull.draft,
     }
 }
 

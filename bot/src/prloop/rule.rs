@@ -399,6 +399,7 @@ mod tests {
             ci_grace: Duration::from_secs(600),
             poll_interval: Duration::from_secs(120),
             merge_method: "squash".into(),
+            keep_drafts: false,
             ci_attempts: 2,
             max_rounds: 5,
             bot_logins: vec!["executor-bot".into()],

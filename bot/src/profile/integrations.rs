@@ -143,6 +143,17 @@ pub(super) fn github(
             ),
         ));
     }
+    let keep_drafts = match raw.drafts.as_deref().map(str::trim) {
+        None | Some("ready") => false,
+        Some("keep") => true,
+        Some(other) => {
+            return Err(origins.error(
+                "github.drafts",
+                None,
+                format!("{other:?} is not \"ready\" (mark a draft ready, then merge) or \"keep\""),
+            ));
+        }
+    };
     let max_rounds = raw.max_rounds.unwrap_or(12);
     if !(1..=200).contains(&max_rounds) {
         return Err(origins.error(
@@ -180,6 +191,7 @@ pub(super) fn github(
             Duration::from_secs(2 * 60),
         )?,
         merge_method,
+        keep_drafts,
         ci_attempts,
         max_rounds,
         bot_logins: names(origins, "github.bot_logins", raw.bot_logins)?

@@ -119,6 +119,8 @@ pub struct PrSeen {
     pub base_ref: String,
     /// CI on the head: `green`, `running`, `never ran`, `failed: a, b`.
     pub ci: String,
+    /// Whether the PR is a draft.
+    pub draft: bool,
 }
 
 /// What recording a poll did.
@@ -269,7 +271,8 @@ impl Tx {
                  ci_triggered_sha = COALESCE($10, ci_triggered_sha), \
                  pr_comments_seen_at = COALESCE($11, pr_comments_seen_at), updated_at = $4, \
                  pr_title = COALESCE($14, pr_title), pr_head_ref = COALESCE($15, pr_head_ref), \
-                 pr_base_ref = COALESCE($16, pr_base_ref), pr_ci = COALESCE($17, pr_ci) \
+                 pr_base_ref = COALESCE($16, pr_base_ref), pr_ci = COALESCE($17, pr_ci), \
+                 pr_draft = COALESCE($18, pr_draft) \
                  WHERE id = $1 AND state = $12 AND lease_owner IS NULL",
             )
             .bind(poll.run)
@@ -289,6 +292,7 @@ impl Tx {
             .bind(poll.seen.map(|p| p.head_ref.as_str()))
             .bind(poll.seen.map(|p| p.base_ref.as_str()))
             .bind(poll.seen.map(|p| p.ci.as_str()))
+            .bind(poll.seen.map(|p| p.draft))
             .execute(conn)
             .await
             .map(|done| done.rows_affected())
@@ -351,6 +355,20 @@ impl Tx {
         Ok(expired)
     }
 
+    /// Records whether the run's PR is a draft (Eagle opened it; the PR
+    /// loop's polls record it too).
+    pub async fn set_pr_draft(&mut self, run_id: i64, draft: bool) -> Result<()> {
+        on_tx!(self, conn => {
+            sqlx::query("UPDATE executor_runs SET pr_draft = $2 WHERE id = $1")
+                .bind(run_id)
+                .bind(draft)
+                .execute(conn)
+                .await
+                .map(|_| ())
+        })
+        .op("recording whether a run's PR is a draft")
+    }
+
     /// Records the PR a worker reported for its run. Another PR than the
     /// one known (a retried run opened a new one) starts its PR loop afresh.
     pub async fn record_pr_link(&mut self, run_id: i64, link: &PrLink) -> Result<()> {
@@ -367,6 +385,7 @@ impl Tx {
                  pr_comments_seen_at = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_comments_seen_at END, \
                  pr_work_done_sha = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_work_done_sha END, \
                  pr_work = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_work END, \
+                 pr_draft = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_draft END, \
                  pr_url = CASE WHEN pr_number IS DISTINCT FROM $2 THEN $3 ELSE COALESCE($3, pr_url) END, \
                  pr_number = $2, \
                  pr_repo = $4, pr_closed_at = NULL, updated_at = $5 WHERE id = $1",
