@@ -182,3 +182,38 @@ fn inbox_commands_on_postgres() {
     the_inbox_is_cleaned_by_its_commands(&home);
     drop(schema);
 }
+
+/// The filter reads the whole task: a Figma link in a `!queue`'s title
+/// (with or without its scheme) skips it, as one in its links does.
+#[test]
+fn a_design_link_in_a_title_is_skipped_by_the_filter() {
+    let home = Home::new();
+    let stdout = shell(
+        &home,
+        "local@localhost",
+        "!queue Redo the toolbar per https://www.figma.com/file/abc/Toolbar\n\
+         !queue Redo the sidebar (see www.figma.com/file/def/Sidebar)\n\
+         !queue Redo the tab strip\n",
+    );
+    assert!(stdout.contains("Queued task #3"), "{stdout}");
+    let stdout = shell(
+        &home,
+        "local@localhost",
+        "!status 1\n!status 2\n!status 3\n",
+    );
+    assert!(
+        stdout.contains("links to a design file (https://www.figma.com/file/abc/Toolbar)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("links to a design file (www.figma.com/file/def/Sidebar)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("**Task #3**: Redo the tab strip"),
+        "{stdout}"
+    );
+    let third = &stdout[stdout.find("**Task #3**").unwrap()..];
+    assert!(third.contains("status: for_review"), "{third}");
+    assert!(!third.contains("design file"), "{third}");
+}

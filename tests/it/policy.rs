@@ -320,6 +320,44 @@ async fn default_filter_implements_each_filter_and_source() {
         },
     )
     .await;
+    // Anywhere in the task: its title, its notes, with or without a scheme.
+    for (title, notes, link) in [
+        (
+            "Redo the toolbar per https://www.figma.com/file/abc/Toolbar",
+            "",
+            "https://www.figma.com/file/abc/Toolbar",
+        ),
+        (
+            "Redo the toolbar",
+            "spec: www.figma.com/file/q",
+            "www.figma.com/file/q",
+        ),
+        ("Toolbar per figma.com/file/z", "", "figma.com/file/z"),
+        (
+            "Toolbar per <HTTPS://Figma.com/file/Y>",
+            "",
+            "HTTPS://Figma.com/file/Y",
+        ),
+    ] {
+        check(
+            Some(Box::leak(format!("design file ({link})").into_boxed_str())),
+            PolicyTask {
+                title: title.into(),
+                notes: notes.into(),
+                ..task()
+            },
+        )
+        .await;
+    }
+    // A word that only names the site is no link.
+    check(
+        None,
+        PolicyTask {
+            title: "Sign-in to figma.com fails in the toolbar".into(),
+            ..task()
+        },
+    )
+    .await;
     check(
         Some("the task is closed"),
         PolicyTask {

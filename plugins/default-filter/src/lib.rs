@@ -9,8 +9,10 @@
 //!   from chat, where a person asked for it directly;
 //! * its description contains every `template_markers` entry (default
 //!   `Timeline` and `Project Advisor:`): a project template, not a task;
-//! * it links to a design file (`link_patterns`, default `figma.com`), in its
-//!   links or in URLs in its description or notes;
+//! * it links to a design file (`link_patterns`, default `figma.com`)
+//!   anywhere in it: its links, or a link in its title, description or notes
+//!   (a word with `://`, one that starts with `www.`, or one that starts
+//!   with a pattern and a `/`);
 //! * it is closed, or assigned to someone other than the `owner`.
 //!
 //! Otherwise it votes keep. Configuration keys are all optional.
@@ -156,10 +158,11 @@ impl Settings {
 
     fn design_link(&self, task: &Task) -> Option<String> {
         let words = task
-            .description
+            .title
             .split_whitespace()
+            .chain(task.description.split_whitespace())
             .chain(task.notes.split_whitespace())
-            .filter(|w| w.contains("://"));
+            .filter(|w| self.looks_like_a_link(w));
         task.links
             .iter()
             .map(String::as_str)
@@ -174,6 +177,20 @@ impl Settings {
                 link.trim_matches(|c: char| "()<>[],.\"'".contains(c))
                     .to_string()
             })
+    }
+
+    /// A word of free text that is a link: a URL with a scheme, a
+    /// `www.` address, or a bare `figma.com/…` (a pattern, then a path).
+    fn looks_like_a_link(&self, word: &str) -> bool {
+        let word = word
+            .trim_start_matches(|c: char| "(<[\"'".contains(c))
+            .to_lowercase();
+        word.contains("://")
+            || word.starts_with("www.")
+            || self
+                .link_patterns
+                .iter()
+                .any(|p| word.starts_with(&format!("{}/", p.to_lowercase())))
     }
 }
 
