@@ -19,6 +19,7 @@
 
 pub mod clients;
 pub mod context;
+pub mod plugins;
 
 use std::future::Future;
 
@@ -26,8 +27,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::background::{BackgroundLoop, Next, Tick, Wake, drive};
-use crate::policy::PolicyHost;
+use crate::background::{BackgroundLoop, drive};
 use crate::profile::Profile;
 
 pub use context::{Context, Setup, Side, Voice};
@@ -101,7 +101,14 @@ impl Daemon {
         // wrong stops the daemon before one loop ran.
         let eagle = match &ctx.policy {
             Some(policy) => Some((
-                PluginReload(policy.clone()),
+                plugins::PluginReload {
+                    host: policy.clone(),
+                    announce: ctx.eagle.as_ref().map(|side| plugins::Announce {
+                        store: ctx.store.clone(),
+                        poster: side.voice.poster.clone(),
+                        people: side.voice.people.clone(),
+                    }),
+                },
                 ctx.decider()?,
                 ctx.analyzer()?,
                 ctx.carrier()?,
@@ -191,21 +198,4 @@ pub async fn run<T: Transport>(
     daemon.drain().await;
     let finished = transport.finish(&daemon).await;
     listened.and(finished)
-}
-
-/// Picks up plugins dropped into or changed in the plugin directory,
-/// every `policy.reload_interval`.
-#[derive(Debug)]
-pub struct PluginReload(pub PolicyHost);
-
-impl BackgroundLoop for PluginReload {
-    const NAME: &'static str = "plugin reloader";
-    const WAKE: Wake = Wake::Timer;
-
-    async fn tick(&mut self, _: &mut Tick<'_>) -> anyhow::Result<Next> {
-        for change in self.0.reload().await {
-            tracing::info!(change, "policy plugins changed");
-        }
-        Ok(Next::After(self.0.reload_interval()))
-    }
 }

@@ -15,6 +15,7 @@
 
 mod bindings;
 mod compose;
+mod dropin;
 mod engine;
 mod plugin;
 mod set;

@@ -234,8 +234,11 @@ pub struct PluginSpec {
 pub struct PolicySettings {
     /// The drop-in directory for `.wasm` plugins.
     pub dir: PathBuf,
-    /// Also load every `.wasm` in `dir`, in name order, with empty configuration.
+    /// Also load every `.wasm` in `dir` (drop-ins), in name order, with
+    /// empty configuration and default limits (default on).
     pub load_all: bool,
+    /// Files of `dir` (by name or stem) that are not loaded as drop-ins.
+    pub exclude: Vec<String>,
     /// How often the plugin files are checked for changes.
     pub reload_interval: Duration,
     /// The plugins, in the order their votes are composed.

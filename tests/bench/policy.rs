@@ -16,6 +16,7 @@ fn settings(name: &str) -> PolicySettings {
     PolicySettings {
         dir: Path::new(".").to_path_buf(),
         load_all: false,
+        exclude: Vec::new(),
         reload_interval: Duration::from_secs(3600),
         plugins: vec![PluginSpec {
             source: PluginSource::Builtin(name.into()),

@@ -39,6 +39,7 @@ mod github;
 mod hardening;
 mod inbox;
 mod limits;
+mod moving_in;
 mod policy;
 mod prloop;
 mod promises;

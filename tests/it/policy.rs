@@ -39,6 +39,7 @@ fn settings(dir: &Path, plugins: Vec<PluginSpec>) -> PolicySettings {
     PolicySettings {
         dir: dir.to_path_buf(),
         load_all: false,
+        exclude: Vec::new(),
         reload_interval: Duration::from_secs(3600),
         plugins,
     }
@@ -888,7 +889,10 @@ async fn the_watcher_reloads_on_its_interval() {
     // opens): the reloader is woken by its timer only.
     tokio::time::pause();
     let watcher = tokio::spawn(eagle::background::drive(
-        eagle::daemon::PluginReload(host.clone()),
+        eagle::daemon::plugins::PluginReload {
+            host: host.clone(),
+            announce: None,
+        },
         store,
         "test".into(),
         stop.clone(),

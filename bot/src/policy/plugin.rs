@@ -73,6 +73,8 @@ pub enum PluginError {
         last: String,
         retry_in_s: u64,
     },
+    #[error("{path} is refused: {reason}")]
+    Unsafe { path: String, reason: String },
     #[error("{path} is missing (it was deleted or moved)")]
     Missing { path: String },
     #[error("{path} is {size} bytes; plugins may be at most {limit} bytes")]

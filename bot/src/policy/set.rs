@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use arc_swap::ArcSwap;
 
 use super::compose::{self, Decision, FilterDecision};
+use super::dropin::{Origin, unsafe_reason, wanted};
 use super::engine::{CompileSource, PolicyEngine};
 use super::plugin::{LoadedPlugin, PluginError, failed_decision, failed_filter};
 use super::{PluginIdentity, PolicyRequest, PolicyTask};
@@ -42,13 +43,6 @@ fn stamp(path: &Path) -> Option<Stamp> {
         modified: meta.modified().ok(),
         len: meta.len(),
     })
-}
-
-/// Where a slot's plugin comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Origin {
-    Builtin(String),
-    File(PathBuf),
 }
 
 /// A plugin's state in the set.
@@ -189,6 +183,7 @@ impl PolicyHost {
         let settings = PolicySettings {
             dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
             load_all: false,
+            exclude: Vec::new(),
             reload_interval: std::time::Duration::from_secs(3600),
             plugins: vec![PluginSpec {
                 source: PluginSource::File(path.to_path_buf()),
@@ -357,48 +352,6 @@ fn host_identity() -> PluginIdentity {
     }
 }
 
-/// The slots the settings ask for, in order: the configured plugins, then
-/// (with `load_all`) every other `.wasm` in the directory, by name.
-fn wanted(settings: &PolicySettings) -> Vec<(Origin, PluginLimits, String)> {
-    let mut wanted: Vec<(Origin, PluginLimits, String)> = settings
-        .plugins
-        .iter()
-        .map(|spec| {
-            let origin = match &spec.source {
-                PluginSource::Builtin(name) => Origin::Builtin(name.clone()),
-                PluginSource::File(path) => Origin::File(settings.dir.join(path)),
-            };
-            (origin, spec.limits, spec.config_json.clone())
-        })
-        .collect();
-    if settings.load_all
-        && let Ok(entries) = std::fs::read_dir(&settings.dir)
-    {
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
-            .collect();
-        files.sort();
-        for file in files {
-            let listed = wanted.iter().any(|(origin, _, _)| match origin {
-                Origin::File(path) => same_file(path, &file),
-                Origin::Builtin(_) => false,
-            });
-            if !listed {
-                wanted.push((Origin::File(file), PluginLimits::default(), "{}".into()));
-            }
-        }
-    }
-    wanted
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    }
-}
-
 /// Builds the next set from the current one, reading only what changed.
 /// `None` when nothing changed.
 fn next_generation(inner: &Inner, current: &PluginSet) -> Option<(PluginSet, Vec<String>)> {
@@ -433,6 +386,42 @@ fn next_generation(inner: &Inner, current: &PluginSet) -> Option<(PluginSet, Vec
             }
             (Origin::File(path), previous) => {
                 let now = stamp(path);
+                // Judged on every look: a chmod changes neither size nor mtime.
+                if let Some(reason) = unsafe_reason(&inner.settings.dir, path) {
+                    let error = PluginError::Unsafe {
+                        path: path.display().to_string(),
+                        reason,
+                    };
+                    let same = previous.is_some_and(|p| {
+                        matches!(&p.state, SlotState::Failed { error: old, .. } if *old == error)
+                    });
+                    if !same {
+                        tracing::error!(plugin = %path.display(), %error, "a policy plugin was refused; it votes escalate (keep for tasks)");
+                        changes.push(format!("{}: {error}", path.display()));
+                    }
+                    slots.push(Slot {
+                        origin: origin.clone(),
+                        limits,
+                        config_json,
+                        state: SlotState::Failed {
+                            sha256: None,
+                            error,
+                        },
+                        stamp: now,
+                        rejected: None,
+                    });
+                    continue;
+                }
+                // A file refused as unsafe is read again once it is safe.
+                let previous = previous.filter(|p| {
+                    !matches!(
+                        &p.state,
+                        SlotState::Failed {
+                            error: PluginError::Unsafe { .. },
+                            ..
+                        }
+                    )
+                });
                 match previous {
                     Some(previous) if previous.stamp == now && now.is_some() => previous.clone(),
                     Some(previous) if now.is_none() && previous.stamp.is_none() => previous.clone(),

@@ -34,6 +34,7 @@ const LIST_KEYS: &[&str] = &[
     "github.required_labels",
     "github.bot_logins",
     "asana.platform_tags",
+    "policy.exclude",
 ];
 
 /// Every key an environment variable may override, as a dotted path.
@@ -58,6 +59,7 @@ const ENV_KEYS: &[&str] = &[
     "chat.sender_rate",
     "policy.dir",
     "policy.load_all",
+    "policy.exclude",
     "policy.reload_interval",
     "runner.worker_command",
     "runner.worker_kind",
@@ -289,6 +291,7 @@ pub struct RawChat {
 pub struct RawPolicy {
     pub dir: Option<String>,
     pub load_all: Option<bool>,
+    pub exclude: Option<Vec<String>>,
     pub reload_interval: Option<String>,
     pub plugins: Option<Vec<RawPlugin>>,
 }

@@ -258,7 +258,18 @@ pub fn validate(
             Some(dir) => origins.resolve("policy.dir", base, dir),
             None => base.join("../plugins"),
         },
-        load_all: raw.policy.load_all.unwrap_or(false),
+        load_all: raw.policy.load_all.unwrap_or(true),
+        exclude: match raw.policy.exclude {
+            Some(names) if names.iter().any(|n| n.trim().is_empty() || n.contains('/')) => {
+                return Err(origins.error(
+                    "policy.exclude",
+                    None,
+                    "names files of policy.dir: no empty names, no paths",
+                ));
+            }
+            Some(names) => names,
+            None => Vec::new(),
+        },
         reload_interval: duration(
             raw.policy.reload_interval.as_deref(),
             DEFAULT_RELOAD_INTERVAL,
