@@ -39,6 +39,29 @@ pub struct ProfileArg {
     pub profile: String,
 }
 
+/// Where `eagle import` brings data in from, besides Asana.
+#[derive(Debug, Subcommand)]
+pub enum ImportFrom {
+    /// The old executor's PostgreSQL database (seed 003's executor_queue and
+    /// executor_runs), read-only: tasks and runs mapped into Eagle's inbox,
+    /// idempotently (a second import adds nothing).
+    #[command(name = "executor-v2")]
+    ExecutorV2 {
+        #[command(flatten)]
+        profile: ProfileArg,
+        /// postgres://user@host/database of the old executor (a password in
+        /// it is never printed).
+        url: String,
+        /// Print what would be imported, per status and state, and what
+        /// cannot be mapped; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Rows read and written per transaction.
+        #[arg(long, default_value_t = crate::import::DEFAULT_BATCH, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+        batch: i64,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one bot identity on Zulip (Eagle, or the executor).
@@ -74,8 +97,15 @@ pub enum Command {
         dry_run: bool,
     },
     /// Import the tasks of the profile's [asana] places once, and print
-    /// what changed (the intake of `eagle run` does this continuously).
-    Import(ProfileArg),
+    /// what changed (the intake of `eagle run` does this continuously); or,
+    /// with `executor-v2 <url>`, move in the old executor's tasks and runs.
+    #[command(args_conflicts_with_subcommands = true)]
+    Import {
+        #[command(flatten)]
+        profile: ProfileArg,
+        #[command(subcommand)]
+        from: Option<ImportFrom>,
+    },
     /// Inspect and try the policy plugins.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -483,7 +513,27 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
             check::check(&profile, env, process.exe.as_deref()).await
         }
         Command::Policy(command) => policy::run(dir, command, env).await,
-        Command::Import(profile) => {
+        Command::Import {
+            from:
+                Some(ImportFrom::ExecutorV2 {
+                    profile,
+                    url,
+                    dry_run,
+                    batch,
+                }),
+            ..
+        } => {
+            let profile = load(dir, &profile.profile, env)?;
+            harden();
+            let store = open_store(&profile).await?;
+            let result = once::import_executor_v2(&store, &url, dry_run, batch).await;
+            store.close().await;
+            result
+        }
+        Command::Import {
+            profile,
+            from: None,
+        } => {
             let profile = load(dir, &profile.profile, env)?;
             harden();
             let store = open_store(&profile).await?;

@@ -18,6 +18,7 @@ pub mod effect;
 pub mod egress;
 pub mod github;
 pub mod host;
+pub mod import;
 pub mod intake;
 pub mod logging;
 pub mod message;

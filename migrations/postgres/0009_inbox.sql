@@ -19,3 +19,8 @@ SELECT 'shell', COALESCE(MAX(n), 0) FROM (
 -- Whether the run's PR was a draft when the PR loop last saw it: the
 -- escalation of a merge says so, and what approving it will do.
 ALTER TABLE executor_runs ADD COLUMN pr_draft BOOLEAN;
+
+-- Runs brought in by `eagle import` from another system, by their id
+-- there ('executor-v2:17'): a second import finds them and adds nothing.
+ALTER TABLE executor_runs ADD COLUMN imported_from TEXT;
+CREATE UNIQUE INDEX executor_runs_imported_from ON executor_runs (imported_from);

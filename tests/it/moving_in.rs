@@ -170,3 +170,271 @@ fn a_dropped_in_plugin_decides_the_next_request_and_unsafe_ones_are_refused() {
     let (stdout, _) = text(&listed);
     assert!(!stdout.contains("reload-probe"), "{stdout}");
 }
+
+/// Seed 003's schema, as the old executor has it (with `user_context`,
+/// which becomes the notes).
+const OLD_SCHEMA: &str = "
+CREATE TABLE executor_runs (
+    id serial PRIMARY KEY, task_gid text, worktree_path text, branch_name text,
+    pr_url text, pr_number int, thread_id text, started_at timestamptz,
+    updated_at timestamptz, completed_at timestamptz, state text,
+    ci_attempts int DEFAULT 0, worker_session_id text, worker_last_update timestamptz,
+    worker_pid int, worker_stuck_count int DEFAULT 0);
+CREATE TABLE executor_queue (
+    id serial PRIMARY KEY, task_gid text UNIQUE NOT NULL, added_at timestamptz,
+    updated_at timestamptz, source text, description text, notes text, user_context text,
+    status text, priority int, complexity text, feasibility text, analysis_summary text,
+    executor_run_id int REFERENCES executor_runs (id));
+";
+
+/// A fingerprint of the old database's rows (to see that nothing changed).
+async fn fingerprint(conn: &mut sqlx::PgConnection) -> (String, String) {
+    use sqlx::Row;
+    let row = sqlx::query(
+        "SELECT (SELECT md5(string_agg(q::text, '|' ORDER BY id)) FROM executor_queue q), \
+                (SELECT md5(string_agg(r::text, '|' ORDER BY id)) FROM executor_runs r)",
+    )
+    .fetch_one(conn)
+    .await
+    .unwrap();
+    (row.get(0), row.get(1))
+}
+
+/// The old executor's tables with a few hundred rows in every status and
+/// state; the runs in PR states point at PRs of `fake`. Returns the
+/// connection and the gid of the task whose run is `ci_running`.
+async fn old_executor(
+    schema: &crate::support::PgSchema,
+    fake: &fake_apis::FakeGitHub,
+) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(&schema.url()).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(OLD_SCHEMA.to_string()))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    // 300 tasks: 200 skip, 16 in_progress, 10 awaiting_go, 20 for_review,
+    // 5 approved, 30 done, 16 never analysed, 3 in a status Eagle lacks.
+    let statuses = [
+        ("skip", 200),
+        ("in_progress", 16),
+        ("awaiting_go", 10),
+        ("for_review", 20),
+        ("approved", 5),
+        ("done", 30),
+        ("", 16),
+        ("mystery", 3),
+    ];
+    let mut n = 0;
+    for (status, count) in statuses {
+        for _ in 0..count {
+            n += 1;
+            let status = (!status.is_empty()).then_some(status);
+            sqlx::query(
+                "INSERT INTO executor_queue (task_gid, added_at, updated_at, source, description, \
+                 user_context, status, priority) \
+                 VALUES ($1, now() - interval '10 days', now(), 'my_tasks_inbox', $2, $3, $4, $5)",
+            )
+            .bind(format!("{}", 1_200_000_000_000_000i64 + n))
+            .bind(format!("Old task {n}\nIts description."))
+            .bind((n % 7 == 0).then(|| format!("Alex said: task {n} matters")))
+            .bind(status)
+            .bind((n % 5 == 0).then_some(n % 5 + 1))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        }
+    }
+    // Runs of the 16 in_progress tasks (ids 201..=216) and of done ones.
+    let mut runs: Vec<(i64, &str)> = vec![
+        (201, "ci_running"),
+        (202, "ci_running"),
+        (203, "queued"),
+        (204, "queued"),
+        (205, "queued"),
+        (206, "awaiting_review"),
+        (207, "awaiting_review"),
+        (208, "in_progress"),
+        (209, "pr"),
+        (210, "recording"),
+    ];
+    for done in 247..=250 {
+        runs.push((done, "complete"));
+    }
+    runs.push((251, "abandoned"));
+    for (task, state) in runs {
+        let gid = format!("{}", 1_200_000_000_000_000i64 + task);
+        let pr_like = matches!(state, "ci_running" | "awaiting_review" | "pr" | "complete");
+        let branch = format!("fix/task-{task}");
+        let pr = pr_like.then(|| {
+            let mut spec = fake_apis::PrSpec::new(
+                "executor-bot",
+                &branch,
+                "1111111111111111111111111111111111111111",
+            );
+            spec.draft = true;
+            fake.open_pr("acme/app", spec) as i32
+        });
+        sqlx::query(
+            "INSERT INTO executor_runs (task_gid, worktree_path, branch_name, pr_url, pr_number, \
+             started_at, updated_at, state, ci_attempts, worker_session_id, worker_pid) \
+             VALUES ($1, $2, $3, $4, $5, now() - interval '1 day', now(), $6, 1, $7, 4242)",
+        )
+        .bind(&gid)
+        .bind(format!("/Users/alex/worktrees/task-{task}"))
+        .bind(&branch)
+        .bind(pr.map(|n| format!("https://github.com/acme/app/pull/{n}")))
+        .bind(pr)
+        .bind(state)
+        .bind(format!("session-{task}"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    // A run whose task is not in the queue.
+    sqlx::query("INSERT INTO executor_runs (task_gid, state) VALUES ('999', 'queued')")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE executor_queue q SET executor_run_id = r.id FROM executor_runs r WHERE r.task_gid = q.task_gid",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn
+}
+
+/// `eagle import executor-v2` against seed 003's schema on PostgreSQL: the
+/// dry run's counts, the import, a second import that changes nothing, the
+/// old database untouched, and the imported runs in `!status`, the one
+/// that was `ci_running` followed by the PR loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_executor_moves_in_on_sqlite() {
+    moves_in(crate::support::Db::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_executor_moves_in_on_postgres() {
+    moves_in(crate::support::Db::Postgres).await;
+}
+
+async fn moves_in(db: crate::support::Db) {
+    let eagle_db = crate::support::TestDb::new(db).await;
+    let old = crate::support::PgSchema::create().await;
+    let fake = fake_apis::FakeGitHub::start().await;
+    let token = fake.create_token("eagle-bot");
+    fake.add_repo("acme/app", fake_apis::RepoSpec::default());
+    let mut conn = old_executor(&old, &fake).await;
+    let before = fingerprint(&mut conn).await;
+    let mut home = Home::new();
+    home.set("EAGLE_DATABASE_URL", &eagle_db.url)
+        .set("GITHUB_TOKEN", &token)
+        .set("EAGLE_GITHUB__API_URL", &fake.url())
+        .set("EAGLE_GITHUB__REPO", "acme/app")
+        .set("EAGLE_GITHUB__POLL_INTERVAL", "1s")
+        .set("EAGLE_SHELL_WAIT", "20s");
+    // With a password in the address, which is never printed.
+    let url = old.url().replacen("postgres@", "postgres:hunter2@", 1);
+    let run = |args: &[&str]| {
+        let out = home.run(args, "");
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{args:?}: {stderr}\n{stdout}");
+        assert!(!stdout.contains("hunter2") && !stderr.contains("hunter2"));
+        stdout
+    };
+
+    let dry = run(&["import", "executor-v2", &url, "--dry-run"]);
+    for want in [
+        "executor_queue: 300 task(s): 200 skip, 30 done, 20 for_review, 16 (none), 16 in_progress, 10 awaiting_go, 5 approved, 3 mystery\n",
+        "executor_runs: 16 run(s): 4 complete, 4 queued, 2 awaiting_review, 2 ci_running, 1 abandoned, 1 in_progress, 1 pr, 1 recording\n",
+        "tasks would become: 21 approved, 10 awaiting_go, 30 done, 20 for_review, 16 pending, 200 skip\n",
+        "runs would become: 1 abandoned, 4 complete, 1 in_progress, 5 pr, 3 queued\n",
+        "cannot map: 1 run state \"recording\" (id 10)\n",
+        "cannot map: 1 run whose task is not imported (id 16)\n",
+        "cannot map: 3 task status \"mystery\" (id 298, 299, 300)\n",
+        "dry run: nothing written",
+        "postgres://postgres:***@",
+    ] {
+        assert!(dry.contains(want), "missing {want:?} in:\n{dry}");
+    }
+    let status = home.run(&["shell"], "!status\n");
+    assert!(
+        text(&status).0.contains("Nothing queued or running"),
+        "the dry run wrote:\n{}",
+        text(&status).0
+    );
+
+    // Claiming paused, so no worker starts on what comes in.
+    home.run(&["shell"], "!pause\n");
+    let first = run(&["import", "executor-v2", &url, "--batch", "64"]);
+    assert!(
+        first.contains(
+            "imported 297 task(s) and 14 run(s); 0 task(s) and 0 run(s) were here already"
+        ),
+        "{first}"
+    );
+    let second = run(&["import", "executor-v2", &url]);
+    assert!(
+        second.contains(
+            "imported 0 task(s) and 0 run(s); 297 task(s) and 14 run(s) were here already"
+        ),
+        "{second}"
+    );
+    assert_eq!(
+        fingerprint(&mut conn).await,
+        before,
+        "the old database changed"
+    );
+
+    let store = eagle_db.open().await;
+    let mut tx = store.begin_read().await.unwrap();
+    let counts = tx.status_counts().await.unwrap();
+    let task = tx
+        .task_by_gid("asana:1200000000000007")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(task.notes, "Alex said: task 7 matters");
+    assert_eq!(task.title, "Old task 7");
+    let ci_running = tx
+        .runs_of_task("asana:1200000000000201")
+        .await
+        .unwrap()
+        .remove(0);
+    drop(tx);
+    let runs: std::collections::BTreeMap<&str, i64> =
+        counts.runs.iter().map(|(s, n)| (s.as_str(), *n)).collect();
+    assert_eq!(runs.get("pr"), Some(&5), "{counts:?}");
+    assert_eq!(ci_running.state, eagle::store::RunState::Pr);
+    assert_eq!(ci_running.pr_work.0, None, "waiting on CI holds no slot");
+    assert_eq!(ci_running.branch_name.as_deref(), Some("fix/task-201"));
+    assert_eq!(ci_running.worker_session_id.as_deref(), Some("session-201"));
+    assert_eq!(
+        ci_running.worker_pid, None,
+        "the old host's pid is not kept"
+    );
+    let pr = ci_running.pr_number.unwrap();
+
+    // Eagle's loops pick the open PRs up: !status shows the imported runs,
+    // and the PR loop polls the one that was ci_running.
+    let out = home.run(
+        &["shell"],
+        &format!("!status\n!status run {}\n", ci_running.id),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("**Runs**:"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("**Run {}** of task", ci_running.id)),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("PR #{pr}")), "{stdout}");
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.method == "GET" && r.path == format!("/repos/acme/app/pulls/{pr}")),
+        "the PR loop never looked at PR #{pr}"
+    );
+    drop(conn);
+}

@@ -1,5 +1,6 @@
-//! The one-off passes: `eagle analyze [--reanalyze-skipped [--dry-run]]`
-//! and `eagle import`, each one tick of the daemon's loop under its lease
+//! The one-off passes: `eagle analyze [--reanalyze-skipped [--dry-run]]`,
+//! `eagle import` and `eagle import executor-v2 <url>` (moving in, see
+//! [`crate::import`]); the first two are each one tick of the daemon's loop under its lease
 //! (the loops of `eagle run` do the same continuously). What they post
 //! waits in the outbox until `eagle run` delivers it.
 
@@ -91,4 +92,25 @@ pub(super) async fn import(
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `eagle import executor-v2 <url> [--dry-run] [--batch n]`.
+pub(super) async fn import_executor_v2(
+    store: &Store,
+    url: &str,
+    dry_run: bool,
+    batch: i64,
+) -> anyhow::Result<ExitCode> {
+    let url = crate::profile::DatabaseUrl::new(url);
+    let old = crate::store::LegacyDb::open(&url).await?;
+    println!(
+        "{} the old executor at {} (read-only) into {}",
+        if dry_run { "Reading" } else { "Importing" },
+        old.shown(),
+        store.url()
+    );
+    let report = crate::import::import(store, &old, dry_run, batch).await;
+    old.close().await;
+    print!("{}", report?.text(dry_run));
+    Ok(ExitCode::SUCCESS)
 }
