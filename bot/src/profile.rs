@@ -12,6 +12,7 @@
 mod integrations;
 mod plugin_spec;
 mod raw;
+mod review;
 mod sandbox;
 #[cfg(test)]
 mod tests;
@@ -320,6 +321,19 @@ pub struct RunnerSettings {
     pub hook_rules: Vec<(String, String)>,
     /// How workers are confined and what they may reach.
     pub sandbox: SandboxSettings,
+    /// What the pr-review worker reviews by (`review_rules`, `review_checks`).
+    pub review: ReviewSettings,
+}
+
+/// What a pr-review worker is given to review by.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReviewSettings {
+    /// Files of the run's checkout (relative; `*` and `?` in the last part)
+    /// whose text goes into the prompt, size-capped.
+    pub rules: Vec<String>,
+    /// The checks that must be green: `review_checks` (default: the macOS
+    /// UI tests) and `github.required_checks`.
+    pub checks: Vec<String>,
 }
 
 impl RunnerSettings {

@@ -22,6 +22,7 @@ mod effects;
 pub mod hook;
 pub mod output;
 pub mod prompts;
+pub mod review;
 mod socket;
 mod spawn;
 mod supervise;

@@ -40,6 +40,9 @@ pr)
     # are the test's to make on the fake; its replies go through Eagle.
     case "$prompt" in
     *"You are the reviewer"*)
+        # dump:<file> keeps the reviewer's prompt for the test to read.
+        dump="$(word dump)"
+        if [ -n "$dump" ]; then printf '%s\n' "$prompt" >"$dump"; fi
         say "[STATUS: pr_review] run:$run reviewing"
         say "[DONE: review_green] run:$run nothing the task does not need"
         ;;

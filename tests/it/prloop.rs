@@ -476,3 +476,106 @@ fn a_fix_ci_worker_cannot_review_its_own_pr_green() {
     assert_eq!(run.pr_work_done_sha.as_deref(), Some(SHA1));
     hub.fake.assert_clean();
 }
+
+/// A git repository for runs to clone, with the rule files the profile
+/// names (or none), readable by the workers' user.
+fn repo_with_rules(dir: &std::path::Path, with_rules: bool) -> std::path::PathBuf {
+    let repo = dir.join(if with_rules {
+        "rules-repo"
+    } else {
+        "bare-repo"
+    });
+    std::fs::create_dir_all(repo.join(".cursor/rules")).unwrap();
+    std::fs::write(repo.join("README"), "app\n").unwrap();
+    if with_rules {
+        std::fs::write(
+            repo.join(".cursor/rules/swift.mdc"),
+            "RULE-SWIFT: no force unwraps in UI code.\n",
+        )
+        .unwrap();
+        std::fs::write(
+            repo.join("pull-request.mdc"),
+            "RULE-PR: one change per PR.\n",
+        )
+        .unwrap();
+    }
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "Human")
+            .env("GIT_AUTHOR_EMAIL", "human@example.com")
+            .env("GIT_COMMITTER_NAME", "Human")
+            .env("GIT_COMMITTER_EMAIL", "human@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "base"]);
+    let opened = std::process::Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&repo)
+        .status()
+        .unwrap();
+    assert!(opened.success());
+    repo
+}
+
+/// The pr-review worker's prompt has the repository's own rules (read from
+/// the run's checkout), the required checks with the UI tests, and the
+/// recording the task asks for; without the rule files it still renders.
+#[test]
+fn the_pr_review_prompt_carries_the_repositorys_rules_and_checks() {
+    for with_rules in [true, false] {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let hub = runtime.block_on(hub());
+        let number = hub.open_draft("eagle/run-1");
+        hub.check(SHA1, "completed", Some("success"));
+        let mut home = Home::new();
+        with_github(&mut home, &hub);
+        let repo = repo_with_rules(&home.exchange(), with_rules);
+        let dump = home.exchange().join(format!("review-prompt-{with_rules}"));
+        home.set("EAGLE_RUNNER__WORKER_COMMAND", &fake_worker_command())
+            .set("EAGLE_RUNNER__REPO", repo.to_str().unwrap())
+            .set(
+                "EAGLE_RUNNER__REVIEW_RULES",
+                ".cursor/rules/*.mdc,pull-request.mdc,pixels.instructions.md",
+            );
+        let out = home.run(
+            &["shell"],
+            &format!(
+                "!queue Redo the toolbar mode:pr pr:{number} dump:{} with a screen recording of it\n!go 1\n",
+                dump.display()
+            ),
+        );
+        let (stdout, stderr) = crate::support::text(&out);
+        assert!(out.status.success(), "{stderr}");
+        assert!(stdout.contains("[DONE: review_green] run:1"), "{stdout}");
+        let prompt = std::fs::read_to_string(&dump).expect("the reviewer's prompt");
+        if with_rules {
+            assert!(
+                prompt.contains(
+                    "----- .cursor/rules/swift.mdc -----\nRULE-SWIFT: no force unwraps in UI code."
+                ),
+                "{prompt}"
+            );
+            assert!(prompt.contains("RULE-PR: one change per PR."), "{prompt}");
+        } else {
+            assert!(
+                prompt.contains("(none of the review rules the profile names is in this checkout"),
+                "{prompt}"
+            );
+        }
+        assert!(
+            prompt.contains("Required checks, each green on the head: macOS UI Tests"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("with a screen recording of it"), "{prompt}");
+        assert!(!prompt.contains("{review_rules}"), "{prompt}");
+        hub.fake.assert_clean();
+    }
+}

@@ -35,6 +35,8 @@ const LIST_KEYS: &[&str] = &[
     "github.bot_logins",
     "asana.platform_tags",
     "policy.exclude",
+    "runner.review_rules",
+    "runner.review_checks",
 ];
 
 /// Every key an environment variable may override, as a dotted path.
@@ -78,6 +80,8 @@ const ENV_KEYS: &[&str] = &[
     "runner.hook_timeout",
     "runner.status_interval",
     "runner.prompts_dir",
+    "runner.review_rules",
+    "runner.review_checks",
     "runner.runs_dir",
     "runner.repo",
     "runner.sandbox.mode",
@@ -246,6 +250,8 @@ pub struct RawRunner {
     pub hook_timeout: Option<String>,
     pub status_interval: Option<String>,
     pub prompts_dir: Option<String>,
+    pub review_rules: Option<Vec<String>>,
+    pub review_checks: Option<Vec<String>>,
     pub runs_dir: Option<String>,
     pub repo: Option<String>,
     /// Per prompt kind: `[runner.kinds.fix_ci] hard_timeout = "1h"`.

@@ -309,7 +309,10 @@ pub fn validate(
     // [runner] is the executor's (and the shell's, without an executor
     // profile); [decisions] is Eagle's. Both are read for every profile, so
     // one environment can serve both processes.
-    let runner = runner_settings(raw.runner.unwrap_or_default(), &origins, base)?;
+    let mut raw_runner = raw.runner.unwrap_or_default();
+    let review_rules = raw_runner.review_rules.take();
+    let review_checks = raw_runner.review_checks.take();
+    let mut runner = runner_settings(raw_runner, &origins, base)?;
     let decisions = decision_settings(raw.decisions.unwrap_or_default(), &origins)?;
     let shell_wait = duration(raw.shell_wait.as_deref(), DEFAULT_SHELL_WAIT)
         .map_err(|why| origins.error("shell_wait", None, why))?;
@@ -337,6 +340,12 @@ pub fn validate(
         .github
         .map(|raw| super::integrations::github(raw, &origins, base, env))
         .transpose()?;
+    runner.review = super::review::settings(
+        review_rules,
+        review_checks,
+        github.as_ref().map_or(&[][..], |g| &g.required_checks),
+        &origins,
+    )?;
     let asana = raw
         .asana
         .map(|raw| super::integrations::asana(raw, &origins, base, env))
@@ -552,6 +561,7 @@ fn runner_settings(
         repo: path("runner.repo", raw.repo.as_deref())?,
         hook_rules,
         sandbox,
+        review: super::ReviewSettings::default(),
     })
 }
 

@@ -56,7 +56,23 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         .branch_name
         .clone()
         .unwrap_or_else(|| format!("eagle/run-{}", run.id));
-    let values = prompt_values(run, task.as_ref(), fence, &dir, &branch, &undelivered);
+    let mut values = prompt_values(run, task.as_ref(), fence, &dir, &branch, &undelivered);
+    // What the review goes by; the checkout's rule files only for a review.
+    let review = &shared.settings.review;
+    if kind == PromptKind::PrReview {
+        values.insert(
+            "review_rules",
+            crate::runner::review::rules_text(&dir.work, &review.rules),
+        );
+    }
+    values.insert(
+        "required_checks",
+        crate::runner::review::checks_text(&review.checks),
+    );
+    values.insert(
+        "acceptance",
+        crate::runner::review::acceptance_text(task.as_ref()),
+    );
     let prompt = shared.prompts.render(kind, &values);
     let token = spawn::new_token()?;
     let token_sha256 = crate::policy::content_hash(token.as_bytes());
