@@ -236,6 +236,8 @@ enum Intent {
         description: String,
     },
     Hint(String),
+    /// For the language backend: a question, or work to propose.
+    Converse(String),
     /// Over the sender's rate: a notice (the first time in the window) or nothing.
     Limited(bool),
 }
@@ -265,8 +267,23 @@ fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
             .unwrap_or_else(|| commands::without_mentions(&message.content, ctx.bot));
         let mut lines = text.lines().map(str::trim_end);
         // Thanks, a greeting, a bare question or a decision in prose: an
-        // answer, never a task (and never a decision).
-        if let Some(talk) = small_talk::classify(&text) {
+        // answer, never a task (and never a decision). With a backend, a
+        // question goes to it; a decision never does.
+        let talk = small_talk::classify(&text);
+        if ctx.profile.conversation.is_some()
+            && !matches!(
+                talk,
+                Some(
+                    small_talk::SmallTalk::Decision { .. }
+                        | small_talk::SmallTalk::Thanks
+                        | small_talk::SmallTalk::Greeting
+                )
+            )
+            && !text.trim().is_empty()
+        {
+            return Some(Intent::Converse(text.trim().to_string()));
+        }
+        if let Some(talk) = talk {
             return Some(Intent::Hint(small_talk::answer(&talk)));
         }
         let title = lines.by_ref().map(str::trim).find(|l| !l.is_empty());
@@ -280,6 +297,17 @@ fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
         }
     }
     if matches!(message.place, Place::Direct { .. }) && !message.sender.is_bot {
+        let text = message.content.trim();
+        if ctx.profile.conversation.is_some() && !text.is_empty() {
+            return match small_talk::classify(text) {
+                Some(
+                    talk @ (small_talk::SmallTalk::Decision { .. }
+                    | small_talk::SmallTalk::Thanks
+                    | small_talk::SmallTalk::Greeting),
+                ) => Some(Intent::Hint(small_talk::answer(&talk))),
+                _ => Some(Intent::Converse(text.to_string())),
+            };
+        }
         return Some(Intent::Hint(
             "I understand commands: `!help` lists them. `!queue <title>` puts a task into the inbox."
                 .into(),
@@ -314,6 +342,7 @@ pub async fn handle_message(
         (_, true) => "late",
         (Intent::Commands(_), false) => "commands",
         (Intent::Capture { .. }, false) => "capture",
+        (Intent::Converse(_), false) => "conversation",
     };
     if !tx
         .mark_processed(&message.identity, message.message_id, outcome)
@@ -329,7 +358,10 @@ pub async fn handle_message(
                 ctx,
                 message,
                 &replies,
-                !matches!(intent, Intent::Hint(_) | Intent::Limited(_)),
+                !matches!(
+                    intent,
+                    Intent::Hint(_) | Intent::Limited(_) | Intent::Converse(_)
+                ),
             )
             .await?;
             tx.commit().await?;
@@ -379,6 +411,25 @@ async fn act(
             text: text.clone(),
             ok: true,
         }]),
+        Intent::Converse(text) => {
+            // Answered by the conversation loop, outside this transaction.
+            tx.add_conversation(&crate::store::NewConversation {
+                identity: message.identity.clone(),
+                message_id: message.message_id,
+                transport: message.transport.to_string(),
+                asker_id: message.sender.user_id,
+                asker_email: message.sender.email.clone(),
+                asker_name: message.sender.full_name.clone(),
+                asker_approver: ctx
+                    .profile
+                    .is_approver(message.sender.user_id as u64, &message.sender.email),
+                to: message.reply_destination(),
+                private: message.private,
+                text: crate::mirror::cap(text, 8_000),
+            })
+            .await?;
+            Ok(Vec::new())
+        }
         Intent::Capture { title, description } => {
             let mut reply = commands::queue_task(tx, message, title, description, 1).await?;
             reply

@@ -106,6 +106,7 @@ impl Daemon {
                 ctx.analyzer()?,
                 ctx.carrier()?,
                 ctx.intake()?,
+                ctx.conversations()?,
             )),
             None => None,
         };
@@ -118,13 +119,16 @@ impl Daemon {
             loops: JoinSet::new(),
             stop: CancellationToken::new(),
         };
-        if let Some((reload, decider, analyzer, carrier, intake)) = eagle {
+        if let Some((reload, decider, analyzer, carrier, intake, conversations)) = eagle {
             daemon.spawn(reload);
             daemon.spawn(decider);
             daemon.spawn(analyzer);
             daemon.spawn(carrier);
             if let Some(intake) = intake {
                 daemon.spawn(intake);
+            }
+            if let Some(conversations) = conversations {
+                daemon.spawn(conversations);
             }
         }
         if let Some((runner, prs)) = executor {
@@ -162,7 +166,13 @@ impl Daemon {
             && store.pending_count().await? == 0
             && store.open_analyzer_jobs().await?.is_empty()
             && store.prs_to_look_at().await? == 0
-            && store.requests_to_carry_out(1).await?.is_empty();
+            && store.requests_to_carry_out(1).await?.is_empty()
+            && (self
+                .ctx
+                .eagle
+                .as_ref()
+                .is_none_or(|s| s.profile.conversation.is_none())
+                || store.pending_conversations().await? == 0);
         Ok(quiet && *self.ctx.busy.borrow() == 0)
     }
 

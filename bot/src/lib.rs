@@ -12,6 +12,7 @@ pub mod carry;
 pub mod chat;
 pub mod cli;
 pub mod commands;
+pub mod conversation;
 pub mod daemon;
 pub mod decisions;
 pub mod effect;

@@ -197,6 +197,23 @@ impl Context {
         )))
     }
 
+    /// Eagle's conversation loop, when the profile names a language backend.
+    pub fn conversations(&self) -> anyhow::Result<Option<crate::conversation::Conversations>> {
+        let (side, _) = self.eagle()?;
+        let Some(settings) = &side.profile.conversation else {
+            return Ok(None);
+        };
+        crate::conversation::Conversations::new(
+            self.store.clone(),
+            settings.clone(),
+            side.profile.display_name.clone(),
+            side.profile.executor_channel.clone(),
+            self.instance.clone(),
+        )
+        .map(Some)
+        .map_err(|why| anyhow::anyhow!("profile {}: conversation: {why}", side.profile.name))
+    }
+
     /// The executor's side.
     fn executor(&self) -> anyhow::Result<&Side> {
         self.executor
