@@ -47,4 +47,5 @@ mod runs;
 mod sandbox;
 mod store;
 mod support;
+mod talk;
 mod zulip;

@@ -439,6 +439,19 @@ impl Store {
         Ok(None)
     }
 
+    /// The newest conversations, newest first.
+    pub async fn recent_conversations(&self, limit: i64) -> Result<Vec<Conversation>> {
+        let query = sql(&[
+            "SELECT ",
+            COLUMNS,
+            " FROM conversations ORDER BY id DESC LIMIT $1",
+        ]);
+        let rows: Vec<Row> =
+            on_pool!(self, pool => sqlx::query_as(query).bind(limit).fetch_all(pool).await)
+                .op("listing questions")?;
+        rows.into_iter().map(Row::decode).collect()
+    }
+
     /// How many questions wait for the backend.
     pub async fn pending_conversations(&self) -> Result<i64> {
         on_pool!(self, pool => {
