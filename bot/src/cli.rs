@@ -47,7 +47,8 @@ pub enum Command {
     Shell {
         #[command(flatten)]
         profile: ProfileArg,
-        /// The topic your messages are posted in.
+        /// The topic your messages are posted in; `"#executor > run 1"` posts
+        /// in that run's own topic.
         #[arg(long, default_value = "general")]
         topic: String,
         /// Who you are (an email or a Zulip user id); by default the profile's owner.

@@ -67,6 +67,7 @@ impl Transport for Offline {
             },
             people: crate::mirror::People {
                 owner_fallback: profile.owner.as_ref().map(ToString::to_string),
+                approvers: profile.approvers.clone(),
                 naming: std::sync::Arc::new(crate::zulip::ZulipNaming),
             },
         }
@@ -107,6 +108,7 @@ impl Daemon {
                 ctx.carrier()?,
                 ctx.intake()?,
                 ctx.conversations()?,
+                ctx.milestones()?,
             )),
             None => None,
         };
@@ -119,7 +121,8 @@ impl Daemon {
             loops: JoinSet::new(),
             stop: CancellationToken::new(),
         };
-        if let Some((reload, decider, analyzer, carrier, intake, conversations)) = eagle {
+        if let Some((reload, decider, analyzer, carrier, intake, conversations, milestones)) = eagle
+        {
             daemon.spawn(reload);
             daemon.spawn(decider);
             daemon.spawn(analyzer);
@@ -130,6 +133,7 @@ impl Daemon {
             if let Some(conversations) = conversations {
                 daemon.spawn(conversations);
             }
+            daemon.spawn(milestones);
         }
         if let Some((runner, prs)) = executor {
             daemon.spawn(runner);

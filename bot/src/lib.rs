@@ -22,6 +22,7 @@ pub mod host;
 pub mod intake;
 pub mod logging;
 pub mod message;
+pub mod milestones;
 pub mod mirror;
 pub mod policy;
 pub mod prloop;

@@ -59,3 +59,8 @@ ALTER TABLE executor_runs ADD COLUMN worker_status TEXT;
 -- and the runs changed since a time (milestones, the digest).
 CREATE INDEX outbox_topic ON outbox (ordering_key, id);
 CREATE INDEX executor_runs_updated ON executor_runs (updated_at);
+
+-- Who asked, by email too: an escalation @-mentions the requester besides
+-- the owner only when they are an approver, and approvers may be named by
+-- email.
+ALTER TABLE executor_queue ADD COLUMN requested_by_email TEXT;

@@ -281,3 +281,72 @@ async fn questions_are_answered_from_state_through_anthropics_api() {
 async fn questions_are_answered_from_state_through_an_openai_compatible_api() {
     a_conversation("openai").await;
 }
+
+/// The lines of the shell's output posted in `#shell > <topic>`.
+fn told_in<'a>(out: &'a str, topic: &str) -> Vec<&'a str> {
+    let prefix = format!("#shell > {topic} · Eagle: ");
+    out.lines()
+        .filter_map(|l| l.strip_prefix(prefix.as_str()))
+        .collect()
+}
+
+#[test]
+fn the_seed_story_is_told_once_per_milestone_where_the_task_was_asked() {
+    let home = Home::new();
+    let run = |args: &[&str], input: &str| {
+        let out = home.run(args, input);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{stderr}");
+        stdout
+    };
+    let first = run(
+        &["shell", "--topic", "tabs"],
+        "!queue Fix the tab preview\n!go 1\n",
+    );
+    let told = told_in(&first, "tabs");
+    assert_eq!(
+        told,
+        [
+            "Run 1 of task #1 started; its worker's progress is in #**executor>run 1**.",
+            "Run 1 of task #1 needs a human: req 4 (merge_pr). The owner answers in \
+             #**executor>run 1** with `!approve 1 4` or `!deny 1 4 <reason>`.",
+        ],
+        "{first}"
+    );
+    // Nothing in the task's topic pings; the escalation in the run's does.
+    assert!(told.iter().all(|l| !l.contains("@**")), "{told:#?}");
+    assert!(
+        first.contains("[ESCALATED: merge_pr] run:1 req:4 @**"),
+        "{first}"
+    );
+
+    // In the run's own topic the run's id is left out.
+    let second = run(
+        &["shell", "--topic", "#executor > run 1"],
+        "!status\n!approve\n!approve 4 squash it\n",
+    );
+    assert!(second.contains("**Run 1** of task #1"), "{second}");
+    assert!(second.contains("the worker said last:\n"), "{second}");
+    assert!(
+        second.contains("[STATUS: waiting] run:1 a human decides on merge_pr"),
+        "{second}"
+    );
+    assert!(
+        second.contains("which is approved only by its id: `!approve 1 4`"),
+        "{second}"
+    );
+    assert!(
+        second.contains("Approved request 4 (merge_pr) of run 1"),
+        "{second}"
+    );
+    assert!(
+        second.contains("[APPROVED: merge_pr] run:1 req:4 by local — note: squash it"),
+        "{second}"
+    );
+    // Elsewhere a bare `!approve` asks which run.
+    let third = run(&["shell", "--topic", "tabs"], "!approve\n!status run 1\n");
+    assert!(third.contains("Which run?"), "{third}");
+    // Told once: a later session repeats no milestone.
+    assert!(told_in(&second, "tabs").is_empty(), "{second}");
+    assert!(told_in(&third, "tabs").is_empty(), "{third}");
+}

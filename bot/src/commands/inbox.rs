@@ -201,6 +201,7 @@ pub async fn queue(
         description: description.to_string(),
         requested_by: Some(message.sender.full_name.clone()),
         requested_by_id: Some(message.sender.user_id),
+        requested_by_email: Some(message.sender.email.clone()),
         origin: Origin {
             transport: message.transport.to_string(),
             channel,

@@ -214,6 +214,16 @@ impl Context {
         .map_err(|why| anyhow::anyhow!("profile {}: conversation: {why}", side.profile.name))
     }
 
+    /// Eagle's milestone lines in each task's own conversation.
+    pub fn milestones(&self) -> anyhow::Result<crate::milestones::Milestones> {
+        let (side, _) = self.eagle()?;
+        Ok(crate::milestones::Milestones::new(
+            self.store.clone(),
+            side.voice.poster.clone(),
+            side.profile.executor_channel.clone(),
+        ))
+    }
+
     /// The executor's side.
     fn executor(&self) -> anyhow::Result<&Side> {
         self.executor

@@ -318,6 +318,38 @@ impl Tx {
         Ok(done == 1)
     }
 
+    /// A cursor kept in `controls` (`cursor:<name>`), if it was set.
+    pub async fn cursor(&mut self, name: &str) -> Result<Option<DateTime<Utc>>> {
+        let value: Option<String> = on_tx!(self, conn => {
+            sqlx::query_scalar("SELECT value FROM controls WHERE name = $1")
+                .bind(format!("cursor:{name}"))
+                .fetch_optional(conn)
+                .await
+        })
+        .op("reading a cursor")?;
+        Ok(value
+            .and_then(|v| DateTime::parse_from_rfc3339(&v).ok())
+            .map(|t| t.with_timezone(&Utc)))
+    }
+
+    /// Moves a cursor kept in `controls`.
+    pub async fn set_cursor(&mut self, name: &str, at: DateTime<Utc>) -> Result<()> {
+        on_tx!(self, conn => {
+            sqlx::query(
+                "INSERT INTO controls (name, value, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            )
+            .bind(format!("cursor:{name}"))
+            .bind(at.to_rfc3339())
+            .bind(super::now())
+            .execute(conn)
+            .await
+            .map(|d| d.rows_affected())
+        })
+        .op("moving a cursor")?;
+        Ok(())
+    }
+
     /// Tells a run's milestone once: false if it was told before.
     pub async fn mark_milestone(&mut self, run_id: i64, milestone: &str) -> Result<bool> {
         let done = on_tx!(self, conn => {
@@ -450,6 +482,23 @@ impl Store {
             on_pool!(self, pool => sqlx::query_as(query).bind(limit).fetch_all(pool).await)
                 .op("listing questions")?;
         rows.into_iter().map(Row::decode).collect()
+    }
+
+    /// Whether a run changed after the cursor `name` (the milestone loop
+    /// has not looked at it yet); false before the cursor is first set.
+    pub async fn changed_after_cursor(&self, name: &str) -> Result<bool> {
+        let mut tx = self.begin_read().await?;
+        let Some(cursor) = tx.cursor(name).await? else {
+            return Ok(false);
+        };
+        let n: i64 = on_tx!(tx, conn => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM executor_runs WHERE updated_at > $1")
+                .bind(cursor)
+                .fetch_one(conn)
+                .await
+        })
+        .op("looking for runs changed since a cursor")?;
+        Ok(n > 0)
     }
 
     /// How many questions wait for the backend.

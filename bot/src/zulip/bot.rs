@@ -74,6 +74,7 @@ impl Transport for ZulipTransport {
             },
             people: People {
                 owner_fallback,
+                approvers: profile.approvers.clone(),
                 naming: Arc::new(super::ZulipNaming),
             },
         }
