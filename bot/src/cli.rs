@@ -74,6 +74,10 @@ pub enum Command {
         #[arg(long, requires = "reanalyze_skipped")]
         dry_run: bool,
     },
+    /// Post the owner's digest now (what finished, what waits on them, what
+    /// is stuck, what it cost since the last one), and print it; the loop of
+    /// `eagle run` posts it daily at `[digest] at`.
+    Digest(ProfileArg),
     /// Import the tasks of the profile's [asana] places once, and print
     /// what changed (the intake of `eagle run` does this continuously).
     Import(ProfileArg),
@@ -484,6 +488,14 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
             check::check(&profile, env, process.exe.as_deref()).await
         }
         Command::Policy(command) => policy::run(dir, command, env).await,
+        Command::Digest(profile) => {
+            let profile = load(dir, &profile.profile, env)?;
+            harden();
+            let store = open_store(&profile).await?;
+            let result = once::digest(profile, &store, process.exe()?).await;
+            store.close().await;
+            result
+        }
         Command::Import(profile) => {
             let profile = load(dir, &profile.profile, env)?;
             harden();

@@ -66,7 +66,10 @@ impl Transport for Offline {
                 channel: profile.executor_channel.clone(),
             },
             people: crate::mirror::People {
-                owner_fallback: profile.owner.as_ref().map(ToString::to_string),
+                owner_fallback: profile
+                    .owner
+                    .as_ref()
+                    .map(crate::zulip::bot::fallback_mention),
                 approvers: profile.approvers.clone(),
                 naming: std::sync::Arc::new(crate::zulip::ZulipNaming),
             },
@@ -109,6 +112,7 @@ impl Daemon {
                 ctx.intake()?,
                 ctx.conversations()?,
                 ctx.milestones()?,
+                ctx.digest()?,
             )),
             None => None,
         };
@@ -121,7 +125,16 @@ impl Daemon {
             loops: JoinSet::new(),
             stop: CancellationToken::new(),
         };
-        if let Some((reload, decider, analyzer, carrier, intake, conversations, milestones)) = eagle
+        if let Some((
+            reload,
+            decider,
+            analyzer,
+            carrier,
+            intake,
+            conversations,
+            milestones,
+            digest,
+        )) = eagle
         {
             daemon.spawn(reload);
             daemon.spawn(decider);
@@ -134,6 +147,9 @@ impl Daemon {
                 daemon.spawn(conversations);
             }
             daemon.spawn(milestones);
+            if let Some(digest) = digest {
+                daemon.spawn(digest);
+            }
         }
         if let Some((runner, prs)) = executor {
             daemon.spawn(runner);

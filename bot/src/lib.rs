@@ -15,6 +15,7 @@ pub mod commands;
 pub mod conversation;
 pub mod daemon;
 pub mod decisions;
+pub mod digest;
 pub mod effect;
 pub mod egress;
 pub mod github;

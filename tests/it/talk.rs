@@ -350,3 +350,77 @@ fn the_seed_story_is_told_once_per_milestone_where_the_task_was_asked() {
     assert!(told_in(&second, "tabs").is_empty(), "{second}");
     assert!(told_in(&third, "tabs").is_empty(), "{third}");
 }
+
+#[test]
+fn a_scripted_day_ends_in_one_digest_with_each_open_item_once() {
+    let mut home = Home::new();
+    home.set("EAGLE_DIGEST__AT", "09:00")
+        .set("EAGLE_APPROVERS", "26")
+        .set("EAGLE_OWNER", "26");
+    let run = |args: &[&str], input: &str| {
+        let out = home.run(args, input);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{stderr}");
+        stdout
+    };
+    // Nothing yet: no digest.
+    let nothing = run(&["digest"], "");
+    assert!(nothing.contains("Nothing to say"), "{nothing}");
+    // Ten tasks, four runs, each escalating its merge.
+    let mut day = String::new();
+    for i in 1..=10 {
+        day.push_str(&format!("!queue Task number {i}\n"));
+    }
+    day.push_str("!go 1\n!go 2\n!go 3\n!go 4\n");
+    let first = run(&["shell", "--user", "26"], &day);
+    assert_eq!(first.matches("[ESCALATED: merge_pr]").count(), 4, "{first}");
+    let merge_of = |run: i64| {
+        let prefix = format!("[ESCALATED: merge_pr] run:{run} req:");
+        let at = first.find(&prefix).unwrap() + prefix.len();
+        first[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let (r1, r2) = (merge_of(1), merge_of(2));
+    // One answered, two held, one left waiting.
+    let second = run(
+        &["shell", "--user", "26"],
+        &format!("!approve 1 {r1}\n!hold 3\n!hold 4\n"),
+    );
+    // The only pings of the day are the escalations.
+    for out in [&first, &second] {
+        for line in out.lines().filter(|l| l.contains("@**")) {
+            assert!(
+                line.contains("[ESCALATED: merge_pr]"),
+                "a ping that is no escalation: {line}"
+            );
+        }
+    }
+    let digest = run(&["digest"], "");
+    assert!(
+        digest.starts_with("@**|26** Eagle's digest since"),
+        "{digest}"
+    );
+    assert!(
+        digest.contains(&format!("* run 2 req {r2} (merge_pr): `!approve 2 {r2}`")),
+        "{digest}"
+    );
+    assert!(
+        !digest.contains(&format!("req {r1}")),
+        "answered already:\n{digest}"
+    );
+    assert_eq!(digest.matches("* run 3 ").count(), 1, "{digest}");
+    assert_eq!(digest.matches("* run 4 ").count(), 1, "{digest}");
+    assert!(digest.contains("* run 3 is held: held by"), "{digest}");
+    assert!(digest.contains("`!retry 3` or `!cancel 3`"), "{digest}");
+    for task in 5..=10 {
+        assert_eq!(
+            digest.matches(&format!("`!go {task}`")).count(),
+            1,
+            "task {task} once:\n{digest}"
+        );
+    }
+    assert!(digest.contains("**Cost** since then:"), "{digest}");
+}

@@ -130,17 +130,19 @@ async fn decide(
     text: Option<&str>,
 ) -> Result<CommandReply, StoreError> {
     let verb = if approve { "approve" } else { "deny" };
-    // In a run's topic one id is the request's: `!approve 7` there means
-    // request 7 of that run when the run has one, else run 7.
+    // In a run's topic one id may be the request's: `!approve 7` in run 3's
+    // topic means request 7 of run 3 when run 3 has one; the topic's own run
+    // id (`!approve 3` there) always means the run.
     let (named, request_id) = match (named, request_id) {
         (Some(first), None) => match cx.topic_run().await? {
             Some(here)
-                if cx
-                    .tx
-                    .requests_of_run(here.id)
-                    .await?
-                    .iter()
-                    .any(|r| r.id == first) =>
+                if here.id != first
+                    && cx
+                        .tx
+                        .requests_of_run(here.id)
+                        .await?
+                        .iter()
+                        .any(|r| r.id == first) =>
             {
                 (Some(here.id), Some(first))
             }

@@ -224,6 +224,19 @@ impl Context {
         ))
     }
 
+    /// Eagle's daily digest for its owner, when the profile asks for one.
+    pub fn digest(&self) -> anyhow::Result<Option<crate::digest::Digest>> {
+        let (side, _) = self.eagle()?;
+        Ok(side.profile.digest.as_ref().map(|settings| {
+            crate::digest::Digest::new(
+                self.store.clone(),
+                side.voice.poster.clone(),
+                settings.clone(),
+                side.voice.people.owner_fallback.clone(),
+            )
+        }))
+    }
+
     /// The executor's side.
     fn executor(&self) -> anyhow::Result<&Side> {
         self.executor

@@ -350,6 +350,47 @@ impl Tx {
         Ok(())
     }
 
+    /// A number kept beside a cursor (`cursor-value:<name>`).
+    pub async fn cursor_value(&mut self, name: &str) -> Result<Option<f64>> {
+        let value: Option<String> = on_tx!(self, conn => {
+            sqlx::query_scalar("SELECT value FROM controls WHERE name = $1")
+                .bind(format!("cursor-value:{name}"))
+                .fetch_optional(conn)
+                .await
+        })
+        .op("reading a cursor")?;
+        Ok(value.and_then(|v| v.parse().ok()))
+    }
+
+    /// Sets the number kept beside a cursor.
+    pub async fn set_cursor_value(&mut self, name: &str, value: f64) -> Result<()> {
+        on_tx!(self, conn => {
+            sqlx::query(
+                "INSERT INTO controls (name, value, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            )
+            .bind(format!("cursor-value:{name}"))
+            .bind(value.to_string())
+            .bind(super::now())
+            .execute(conn)
+            .await
+            .map(|d| d.rows_affected())
+        })
+        .op("moving a cursor")?;
+        Ok(())
+    }
+
+    /// What every worker of every run cost so far, in dollars.
+    pub async fn total_worker_cost(&mut self) -> Result<f64> {
+        let total: Option<f64> = on_tx!(self, conn => {
+            sqlx::query_scalar("SELECT CAST(SUM(cost_usd) AS DOUBLE PRECISION) FROM executor_runs")
+                .fetch_one(conn)
+                .await
+        })
+        .op("adding up the workers' cost")?;
+        Ok(total.unwrap_or(0.0))
+    }
+
     /// Tells a run's milestone once: false if it was told before.
     pub async fn mark_milestone(&mut self, run_id: i64, milestone: &str) -> Result<bool> {
         let done = on_tx!(self, conn => {

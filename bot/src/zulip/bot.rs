@@ -200,7 +200,8 @@ pub async fn owner_mention(
     }
 }
 
-fn fallback_mention(owner: &crate::profile::UserRef) -> String {
+/// The owner's mention without a lookup: `@**|26**` by id; an email as it is.
+pub fn fallback_mention(owner: &crate::profile::UserRef) -> String {
     match owner {
         crate::profile::UserRef::Id(id) => format!("@**|{id}**"),
         crate::profile::UserRef::Email(email) => email.clone(),
