@@ -424,3 +424,76 @@ fn a_scripted_day_ends_in_one_digest_with_each_open_item_once() {
     }
     assert!(digest.contains("**Cost** since then:"), "{digest}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_about_someone_elses_private_task_is_answered_without_its_text() {
+    use crate::zulip::{Realm, Running, WAIT};
+    let fake = FakeLlm::start(Some(KEY)).await;
+    fake.rule(
+        "task 1",
+        vec![
+            call("task", json!({"id": 1})),
+            say("Task #{/task} ({/status}): {/title} / {/description}"),
+        ],
+    );
+    let realm = Realm::start().await;
+    let mut home = realm.home();
+    home.set("EAGLE_CONVERSATION__BACKEND", "anthropic")
+        .set("EAGLE_CONVERSATION__URL", &fake.url())
+        .set("EAGLE_CONVERSATION__MODEL", "test-model")
+        .set("ANTHROPIC_API_KEY", KEY);
+    let eagle = Running::start(&home, "eagle");
+    realm.wait_listening(realm.eagle, 1).await;
+    realm.fake.post_dm(
+        realm.bob,
+        &[realm.eagle],
+        "!queue the payroll export leaks names\nsee the March run",
+    );
+    let queued = realm
+        .fake
+        .wait_until(WAIT, |f| {
+            f.messages_from(realm.eagle)
+                .iter()
+                .any(|m| m.content.starts_with("Queued task #1"))
+        })
+        .await;
+    assert!(queued);
+    realm.fake.post(
+        realm.alex,
+        "general",
+        "ask",
+        &format!("@**Eagle|{}** what is task 1 about?", realm.eagle),
+    );
+    let answer = realm
+        .wait_replies("general", "ask", |r| {
+            r.iter().any(|m| m.content.starts_with("Task #1"))
+        })
+        .await;
+    let shown: String = answer.iter().map(|m| m.content.as_str()).collect();
+    assert!(
+        shown.contains("(private: asked in another conversation)"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("payroll") && !shown.contains("March"),
+        "{shown}"
+    );
+    // In its own conversation, its requester hears it in full.
+    realm
+        .fake
+        .post_dm(realm.bob, &[realm.eagle], "what is task 1 about?");
+    let ok = realm
+        .fake
+        .wait_until(WAIT, |f| {
+            f.messages_from(realm.eagle).iter().any(|m| {
+                m.channel.is_none() && m.content.contains("the payroll export leaks names")
+            })
+        })
+        .await;
+    assert!(ok, "the requester's own answer");
+    let (code, log) = eagle.stop();
+    assert_eq!(code, Some(0), "{log}");
+    assert!(!log.contains(KEY), "the key leaked into the log");
+    realm.fake.assert_clean();
+    fake.assert_clean();
+}
