@@ -49,6 +49,8 @@ pub struct Conversations {
     name: String,
     executor_channel: String,
     instance: String,
+    /// What was said in a run's topic, if the transport can tell.
+    history: Option<std::sync::Arc<dyn crate::mirror::History>>,
     /// After a 429: no question goes to the backend before this.
     paused_until: Option<Instant>,
 }
@@ -68,6 +70,7 @@ impl Conversations {
         name: String,
         executor_channel: String,
         instance: String,
+        history: Option<std::sync::Arc<dyn crate::mirror::History>>,
     ) -> Result<Conversations, String> {
         let backend = Backend::new(&settings)?;
         Ok(Conversations {
@@ -77,6 +80,7 @@ impl Conversations {
             name,
             executor_channel,
             instance,
+            history,
             paused_until: None,
         })
     }
@@ -261,7 +265,10 @@ impl Conversations {
             let mut results = Vec::new();
             for call in &reply.calls {
                 used.push(crate::text::one_line(&call.name, 40));
-                match tools::call(&self.store, &viewer, &self.executor_channel, call).await? {
+                let history = self.history.as_deref();
+                match tools::call(&self.store, &viewer, &self.executor_channel, history, call)
+                    .await?
+                {
                     Outcome::Result { content, is_error } => results.push(backend::ToolResult {
                         id: call.id.clone(),
                         content,

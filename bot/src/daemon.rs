@@ -61,6 +61,7 @@ pub struct Offline;
 impl Transport for Offline {
     async fn voice(&mut self, profile: &Profile) -> Voice {
         Voice {
+            history: None,
             poster: crate::mirror::Poster {
                 identity: profile.name.clone(),
                 channel: profile.executor_channel.clone(),

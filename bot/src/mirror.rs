@@ -71,6 +71,31 @@ pub trait Naming: std::fmt::Debug + Send + Sync {
     fn silent_mention(&self, full_name: &str, user_id: Option<i64>) -> Option<String>;
 }
 
+/// One message of a topic as the chat server has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Said {
+    pub sender: String,
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub content: String,
+}
+
+/// A future that may be held across threads.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// What was said in a topic, people's messages included: the domain owns
+/// this interface, and the Zulip transport implements it (the seeds'
+/// sliding window of a run's topic).
+pub trait History: std::fmt::Debug + Send + Sync {
+    /// The last `n` messages of a topic, oldest first; `None` when the
+    /// server cannot be asked now.
+    fn topic_window<'a>(
+        &'a self,
+        channel: &'a str,
+        topic: &'a str,
+        n: u32,
+    ) -> BoxFuture<'a, Option<Vec<Said>>>;
+}
+
 /// How to address the people a run concerns.
 #[derive(Debug, Clone)]
 pub struct People {

@@ -168,6 +168,7 @@ where
             .speakers
             .push((identity.clone(), profile.display_name.clone()));
         Voice {
+            history: None,
             poster: Poster {
                 identity,
                 channel: self.channel.clone(),

@@ -436,6 +436,13 @@ async fn a_question_about_someone_elses_private_task_is_answered_without_its_tex
             say("Task #{/task} ({/status}): {/title} / {/description}"),
         ],
     );
+    fake.rule(
+        "said in run 1",
+        vec![
+            call("run_topic", json!({"id": 1})),
+            say("In run 1: {result}"),
+        ],
+    );
     let realm = Realm::start().await;
     let mut home = realm.home();
     home.set("EAGLE_CONVERSATION__BACKEND", "anthropic")
@@ -491,6 +498,38 @@ async fn a_question_about_someone_elses_private_task_is_answered_without_its_tex
         })
         .await;
     assert!(ok, "the requester's own answer");
+    // A question about a run's topic reads it from the server, people's
+    // messages included.
+    realm.fake.post(realm.alex, "general", "ask", "!go 1");
+    let started = realm
+        .fake
+        .wait_until(WAIT, |f| {
+            f.messages_from(realm.eagle)
+                .iter()
+                .any(|m| m.topic == "run 1")
+        })
+        .await;
+    assert!(started);
+    realm.fake.post(
+        realm.alex,
+        "executor",
+        "run 1",
+        "please use the new export API",
+    );
+    realm.fake.post(
+        realm.alex,
+        "general",
+        "ask",
+        &format!("@**Eagle|{}** what was said in run 1?", realm.eagle),
+    );
+    let answer = realm
+        .wait_replies("general", "ask", |r| {
+            r.iter().any(|m| m.content.starts_with("In run 1:"))
+        })
+        .await;
+    let shown: String = answer.iter().map(|m| m.content.as_str()).collect();
+    assert!(shown.contains("please use the new export API"), "{shown}");
+    assert!(shown.contains("Alex"), "{shown}");
     let (code, log) = eagle.stop();
     assert_eq!(code, Some(0), "{log}");
     assert!(!log.contains(KEY), "the key leaked into the log");

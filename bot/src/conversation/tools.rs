@@ -124,6 +124,7 @@ pub async fn call(
     store: &Store,
     viewer: &Viewer,
     executor_channel: &str,
+    history: Option<&dyn crate::mirror::History>,
     call: &ToolCall,
 ) -> Result<Outcome, StoreError> {
     let input = &call.input;
@@ -175,7 +176,7 @@ pub async fn call(
         "run_topic" => match id() {
             Some(id) => {
                 let mut tx = store.begin_read().await?;
-                run_topic(&mut tx, executor_channel, id).await
+                run_topic(&mut tx, executor_channel, history, id).await
             }
             None => Err("run_topic needs an integer id".into()),
         },
@@ -337,10 +338,31 @@ fn worker(run: &Run) -> Value {
     }
 }
 
-async fn run_topic(tx: &mut Tx, channel: &str, id: i64) -> Lookup {
+async fn run_topic(
+    tx: &mut Tx,
+    channel: &str,
+    history: Option<&dyn crate::mirror::History>,
+    id: i64,
+) -> Lookup {
     let Some(run) = tx.run(id).await.map_err(store_error)? else {
         return Ok(Err(format!("there is no run {id}")));
     };
+    // People's messages too, from the server; else the bots' own posts.
+    if let Some(history) = history
+        && let Some(said) = history
+            .topic_window(channel, &run.topic(), TOPIC_WINDOW as u32)
+            .await
+    {
+        return Ok(Ok(json!({
+            "run": run.id,
+            "topic": format!("#{channel} > {}", run.topic()),
+            "messages": said.iter().map(|m| json!({
+                "at": m.at,
+                "from": m.sender,
+                "text": crate::mirror::cap(&m.content, 500),
+            })).collect::<Vec<_>>(),
+        })));
+    }
     let posts = tx
         .topic_posts(channel, &run.topic(), TOPIC_WINDOW)
         .await

@@ -43,6 +43,8 @@ pub struct Setup {
 pub struct Voice {
     pub poster: Poster,
     pub people: People,
+    /// What was said in a topic, if the transport can tell (Zulip).
+    pub history: Option<Arc<dyn crate::mirror::History>>,
 }
 
 /// One identity's share of the context.
@@ -209,6 +211,7 @@ impl Context {
             side.profile.display_name.clone(),
             side.profile.executor_channel.clone(),
             self.instance.clone(),
+            side.voice.history.clone(),
         )
         .map(Some)
         .map_err(|why| anyhow::anyhow!("profile {}: conversation: {why}", side.profile.name))

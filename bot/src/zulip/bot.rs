@@ -68,6 +68,9 @@ impl Transport for ZulipTransport {
             Role::Executor => profile.owner.as_ref().map(ToString::to_string),
         };
         Voice {
+            history: Some(Arc::new(super::ZulipHistory {
+                client: Arc::clone(&self.client),
+            })),
             poster: Poster {
                 identity: profile.name.clone(),
                 channel: profile.executor_channel.clone(),
