@@ -536,3 +536,35 @@ async fn a_question_about_someone_elses_private_task_is_answered_without_its_tex
     realm.fake.assert_clean();
     fake.assert_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_allowance_is_said_and_asks_the_backend_nothing() {
+    let fake = FakeLlm::start(Some(KEY)).await;
+    fake.rule("waiting", vec![say("Nothing waits.")]);
+    let mut home = home_for(&fake, "anthropic");
+    home.set("EAGLE_CONVERSATION__USER_TOKENS_PER_DAY", "1");
+    let out = shell(
+        &home,
+        "@**Eagle** is anything waiting?\n@**Eagle** is anything waiting now?\n",
+    )
+    .await;
+    assert!(out.contains("Nothing waits."), "{out}");
+    assert!(
+        out.contains("You have used today's allowance for questions (1 tokens)"),
+        "{out}"
+    );
+    assert_eq!(fake.calls().len(), 1, "the second question cost nothing");
+    // Everyone's allowance in dollars.
+    let mut home = home_for(&fake, "anthropic");
+    home.set("EAGLE_CONVERSATION__COST_PER_DAY_USD", "0.000001");
+    let out = shell(
+        &home,
+        "@**Eagle** is anything waiting?\n@**Eagle** is anything waiting still?\n",
+    )
+    .await;
+    assert!(
+        out.contains("Today's allowance for questions is spent"),
+        "{out}"
+    );
+    fake.assert_clean();
+}
