@@ -59,15 +59,6 @@ fn home_for(fake: &FakeLlm, api: &str) -> Home {
     home
 }
 
-async fn store_of(home: &Home) -> eagle::store::Store {
-    eagle::store::Store::open(&eagle::profile::DatabaseUrl::new(format!(
-        "sqlite://{}?mode=rwc",
-        home.dir.path().join("data/eagle.db").display()
-    )))
-    .await
-    .unwrap()
-}
-
 fn say(text: &str) -> LlmStep {
     LlmStep::Say(text.into())
 }
@@ -79,7 +70,8 @@ fn call(tool: &str, input: serde_json::Value) -> LlmStep {
     }
 }
 
-async fn a_conversation(api: &str) {
+async fn a_conversation(api: &str, db: crate::support::Db) {
+    let test_db = crate::support::TestDb::new(db).await;
     let fake = FakeLlm::start(Some(KEY)).await;
     fake.rule(
         "run 1 waiting",
@@ -114,7 +106,8 @@ async fn a_conversation(api: &str) {
             say("!approve 1 4"),
         ],
     );
-    let home = home_for(&fake, api);
+    let mut home = home_for(&fake, api);
+    home.set("EAGLE_DATABASE_URL", &test_db.url);
 
     // The seed story: run 1 waits on the owner for its merge (req 4).
     let out = shell(&home, "!queue Fix the tab preview\n!go 1\n").await;
@@ -180,7 +173,7 @@ async fn a_conversation(api: &str) {
             && last_results.iter().any(|r| r.contains("there is no tool")),
         "{last_results:#?}"
     );
-    let store = store_of(&home).await;
+    let store = test_db.open().await;
     let requests = store.requests_of_run(1).await.unwrap();
     let merge = requests.iter().find(|r| r.id == 4).unwrap();
     assert_eq!(
@@ -273,13 +266,13 @@ async fn a_conversation(api: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn questions_are_answered_from_state_through_anthropics_api() {
-    a_conversation("anthropic").await;
+async fn questions_are_answered_from_state_through_anthropics_api_on_sqlite() {
+    a_conversation("anthropic", crate::support::Db::Sqlite).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn questions_are_answered_from_state_through_an_openai_compatible_api() {
-    a_conversation("openai").await;
+async fn questions_are_answered_from_state_through_an_openai_compatible_api_on_postgres() {
+    a_conversation("openai", crate::support::Db::Postgres).await;
 }
 
 /// The lines of the shell's output posted in `#shell > <topic>`.
