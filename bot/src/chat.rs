@@ -238,6 +238,10 @@ enum Intent {
     Hint(String),
     /// For the language backend: a question, or work to propose.
     Converse(String),
+    /// A decision in prose: answered with the exact command, never taken.
+    Decision {
+        run: Option<i64>,
+    },
     /// Over the sender's rate: a notice (the first time in the window) or nothing.
     Limited(bool),
 }
@@ -283,6 +287,9 @@ fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
         {
             return Some(Intent::Converse(text.trim().to_string()));
         }
+        if let Some(small_talk::SmallTalk::Decision { run }) = talk {
+            return Some(Intent::Decision { run });
+        }
         if let Some(talk) = talk {
             return Some(Intent::Hint(small_talk::answer(&talk)));
         }
@@ -300,11 +307,10 @@ fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
         let text = message.content.trim();
         if ctx.profile.conversation.is_some() && !text.is_empty() {
             return match small_talk::classify(text) {
-                Some(
-                    talk @ (small_talk::SmallTalk::Decision { .. }
-                    | small_talk::SmallTalk::Thanks
-                    | small_talk::SmallTalk::Greeting),
-                ) => Some(Intent::Hint(small_talk::answer(&talk))),
+                Some(small_talk::SmallTalk::Decision { run }) => Some(Intent::Decision { run }),
+                Some(talk @ (small_talk::SmallTalk::Thanks | small_talk::SmallTalk::Greeting)) => {
+                    Some(Intent::Hint(small_talk::answer(&talk)))
+                }
                 _ => Some(Intent::Converse(text.to_string())),
             };
         }
@@ -338,7 +344,7 @@ pub async fn handle_message(
     let mut tx = ctx.store.begin_write().await?;
     let outcome = match (&intent, message.late) {
         (Intent::Limited(_), _) => "rate_limited",
-        (Intent::Hint(_), _) => "hint",
+        (Intent::Hint(_) | Intent::Decision { .. }, _) => "hint",
         (_, true) => "late",
         (Intent::Commands(_), false) => "commands",
         (Intent::Capture { .. }, false) => "capture",
@@ -360,7 +366,10 @@ pub async fn handle_message(
                 &replies,
                 !matches!(
                     intent,
-                    Intent::Hint(_) | Intent::Limited(_) | Intent::Converse(_)
+                    Intent::Hint(_)
+                        | Intent::Limited(_)
+                        | Intent::Converse(_)
+                        | Intent::Decision { .. }
                 ),
             )
             .await?;
@@ -386,7 +395,7 @@ async fn act(
     message: &InboundMessage,
     intent: &Intent,
 ) -> Result<Vec<CommandReply>, StoreError> {
-    if message.late && !matches!(intent, Intent::Hint(_)) {
+    if message.late && !matches!(intent, Intent::Hint(_) | Intent::Decision { .. }) {
         let age = chrono::Utc::now() - message.timestamp;
         return Ok(vec![CommandReply {
             text: format!(
@@ -409,6 +418,10 @@ async fn act(
         }]),
         Intent::Hint(text) => Ok(vec![CommandReply {
             text: text.clone(),
+            ok: true,
+        }]),
+        Intent::Decision { run } => Ok(vec![CommandReply {
+            text: decision_answer(tx, ctx, message, *run).await?,
             ok: true,
         }]),
         Intent::Converse(text) => {
@@ -472,6 +485,47 @@ async fn act(
             Ok(replies)
         }
     }
+}
+
+/// The answer to a decision in prose: the exact command when the run it
+/// names (or the run whose topic it was said in) has one request waiting.
+async fn decision_answer(
+    tx: &mut Tx,
+    ctx: &ChatContext<'_>,
+    message: &InboundMessage,
+    named: Option<i64>,
+) -> Result<String, StoreError> {
+    let run = match named {
+        Some(id) => tx.run(id).await?,
+        None => match &message.place {
+            Place::Channel { channel, topic }
+                if crate::text::eq_fold(channel, &ctx.profile.executor_channel) =>
+            {
+                tx.run_by_thread(topic).await?
+            }
+            _ => None,
+        },
+    };
+    let fallback = small_talk::answer(&small_talk::SmallTalk::Decision { run: named });
+    let Some(run) = run else { return Ok(fallback) };
+    let requests = tx.requests_of_run(run.id).await?;
+    let open: Vec<_> = requests.iter().filter(|r| r.status.is_open()).collect();
+    Ok(match open.as_slice() {
+        [one] => format!(
+            "I take decisions only as commands, so nothing was approved: run {run} waits on req \
+             {req} ({action}); `!approve {run} {req}` approves it, `!deny {run} {req} <reason>` \
+             denies it (`!show {run} {req}` shows it in full).",
+            run = run.id,
+            req = one.id,
+            action = crate::text::one_line(&one.action, 40)
+        ),
+        [] => format!(
+            "I take decisions only as commands, and run {} has nothing waiting for one \
+             (`!status run {}`). Nothing was changed.",
+            run.id, run.id
+        ),
+        _ => small_talk::answer(&small_talk::SmallTalk::Decision { run: Some(run.id) }),
+    })
 }
 
 /// What [`enqueue_replies`] stored.

@@ -125,7 +125,10 @@ async fn a_conversation(api: &str, db: crate::support::Db) {
     // Thanks and decisions in prose never reach the backend, and decide nothing.
     assert!(out.contains("You're welcome. (Nothing was queued"), "{out}");
     assert!(out.contains("`!approve <run> <request>`"), "{out}");
-    assert!(out.contains("`!approve 1 <request>`"), "{out}");
+    assert!(
+        out.contains("run 1 waits on req 4 (merge_pr); `!approve 1 4` approves it"),
+        "the exact command: {out}"
+    );
     let calls = fake.calls();
     let questions: Vec<&str> = calls.iter().map(|c| c.question.as_str()).collect();
     assert!(
