@@ -11,35 +11,15 @@ use crate::support::{Home, text};
 
 const KEY: &str = "sk-test-key-not-a-secret-7f3a";
 
-/// Runs the shell in a blocking thread (the fake answers meanwhile).
+/// Runs the shell (the fake answers meanwhile); the key never shows.
 async fn shell(home: &Home, input: &str) -> String {
-    let (env, dir, input) = (
-        home.env.clone(),
-        home.dir.path().to_path_buf(),
-        input.to_string(),
+    let (stdout, stderr, ok) = crate::support::shell_in_thread(home, input).await;
+    assert!(ok, "{stderr}");
+    assert!(
+        !stderr.contains(KEY) && !stdout.contains(KEY),
+        "the key leaked"
     );
-    tokio::task::spawn_blocking(move || {
-        let child = std::process::Command::new(crate::support::eagle_bin())
-            .arg("shell")
-            .env_clear()
-            .envs(&env)
-            .current_dir(dir)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = crate::support::finish(child, input.as_bytes(), "eagle shell");
-        let (stdout, stderr) = text(&out);
-        assert!(out.status.success(), "{stderr}");
-        assert!(
-            !stderr.contains(KEY) && !stdout.contains(KEY),
-            "the key leaked"
-        );
-        stdout
-    })
-    .await
-    .unwrap()
+    stdout
 }
 
 fn home_for(fake: &FakeLlm, api: &str) -> Home {

@@ -318,66 +318,61 @@ impl Tx {
         Ok(done == 1)
     }
 
-    /// A cursor kept in `controls` (`cursor:<name>`), if it was set.
-    pub async fn cursor(&mut self, name: &str) -> Result<Option<DateTime<Utc>>> {
-        let value: Option<String> = on_tx!(self, conn => {
+    /// A value kept in `controls` under a name of Eagle's own (not a switch).
+    async fn kept(&mut self, name: &str) -> Result<Option<String>> {
+        on_tx!(self, conn => {
             sqlx::query_scalar("SELECT value FROM controls WHERE name = $1")
-                .bind(format!("cursor:{name}"))
+                .bind(name)
                 .fetch_optional(conn)
                 .await
         })
-        .op("reading a cursor")?;
-        Ok(value
+        .op("reading a cursor")
+    }
+
+    /// Keeps a value in `controls`.
+    async fn keep(&mut self, name: &str, value: String) -> Result<()> {
+        on_tx!(self, conn => {
+            sqlx::query(
+                "INSERT INTO controls (name, value, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            )
+            .bind(name)
+            .bind(value)
+            .bind(super::now())
+            .execute(conn)
+            .await
+            .map(|d| d.rows_affected())
+        })
+        .op("moving a cursor")?;
+        Ok(())
+    }
+
+    /// A cursor kept in `controls` (`cursor:<name>`), if it was set.
+    pub async fn cursor(&mut self, name: &str) -> Result<Option<DateTime<Utc>>> {
+        Ok(self
+            .kept(&format!("cursor:{name}"))
+            .await?
             .and_then(|v| DateTime::parse_from_rfc3339(&v).ok())
             .map(|t| t.with_timezone(&Utc)))
     }
 
     /// Moves a cursor kept in `controls`.
     pub async fn set_cursor(&mut self, name: &str, at: DateTime<Utc>) -> Result<()> {
-        on_tx!(self, conn => {
-            sqlx::query(
-                "INSERT INTO controls (name, value, updated_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-            )
-            .bind(format!("cursor:{name}"))
-            .bind(at.to_rfc3339())
-            .bind(super::now())
-            .execute(conn)
-            .await
-            .map(|d| d.rows_affected())
-        })
-        .op("moving a cursor")?;
-        Ok(())
+        self.keep(&format!("cursor:{name}"), at.to_rfc3339()).await
     }
 
     /// A number kept beside a cursor (`cursor-value:<name>`).
     pub async fn cursor_value(&mut self, name: &str) -> Result<Option<f64>> {
-        let value: Option<String> = on_tx!(self, conn => {
-            sqlx::query_scalar("SELECT value FROM controls WHERE name = $1")
-                .bind(format!("cursor-value:{name}"))
-                .fetch_optional(conn)
-                .await
-        })
-        .op("reading a cursor")?;
-        Ok(value.and_then(|v| v.parse().ok()))
+        Ok(self
+            .kept(&format!("cursor-value:{name}"))
+            .await?
+            .and_then(|v| v.parse().ok()))
     }
 
     /// Sets the number kept beside a cursor.
     pub async fn set_cursor_value(&mut self, name: &str, value: f64) -> Result<()> {
-        on_tx!(self, conn => {
-            sqlx::query(
-                "INSERT INTO controls (name, value, updated_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-            )
-            .bind(format!("cursor-value:{name}"))
-            .bind(value.to_string())
-            .bind(super::now())
-            .execute(conn)
+        self.keep(&format!("cursor-value:{name}"), value.to_string())
             .await
-            .map(|d| d.rows_affected())
-        })
-        .op("moving a cursor")?;
-        Ok(())
     }
 
     /// What every worker of every run cost so far, in dollars.
