@@ -236,6 +236,12 @@ enum Intent {
         description: String,
     },
     Hint(String),
+    /// For the language backend: a question, or work to propose.
+    Converse(String),
+    /// A decision in prose: answered with the exact command, never taken.
+    Decision {
+        run: Option<i64>,
+    },
     /// Over the sender's rate: a notice (the first time in the window) or nothing.
     Limited(bool),
 }
@@ -265,8 +271,26 @@ fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
             .unwrap_or_else(|| commands::without_mentions(&message.content, ctx.bot));
         let mut lines = text.lines().map(str::trim_end);
         // Thanks, a greeting, a bare question or a decision in prose: an
-        // answer, never a task (and never a decision).
-        if let Some(talk) = small_talk::classify(&text) {
+        // answer, never a task (and never a decision). With a backend, a
+        // question goes to it; a decision never does.
+        let talk = small_talk::classify(&text);
+        if ctx.profile.conversation.is_some()
+            && !matches!(
+                talk,
+                Some(
+                    small_talk::SmallTalk::Decision { .. }
+                        | small_talk::SmallTalk::Thanks
+                        | small_talk::SmallTalk::Greeting
+                )
+            )
+            && !text.trim().is_empty()
+        {
+            return Some(Intent::Converse(text.trim().to_string()));
+        }
+        if let Some(small_talk::SmallTalk::Decision { run }) = talk {
+            return Some(Intent::Decision { run });
+        }
+        if let Some(talk) = talk {
             return Some(Intent::Hint(small_talk::answer(&talk)));
         }
         let title = lines.by_ref().map(str::trim).find(|l| !l.is_empty());
@@ -280,6 +304,16 @@ fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
         }
     }
     if matches!(message.place, Place::Direct { .. }) && !message.sender.is_bot {
+        let text = message.content.trim();
+        if ctx.profile.conversation.is_some() && !text.is_empty() {
+            return match small_talk::classify(text) {
+                Some(small_talk::SmallTalk::Decision { run }) => Some(Intent::Decision { run }),
+                Some(talk @ (small_talk::SmallTalk::Thanks | small_talk::SmallTalk::Greeting)) => {
+                    Some(Intent::Hint(small_talk::answer(&talk)))
+                }
+                _ => Some(Intent::Converse(text.to_string())),
+            };
+        }
         return Some(Intent::Hint(
             "I understand commands: `!help` lists them. `!queue <title>` puts a task into the inbox."
                 .into(),
@@ -310,10 +344,11 @@ pub async fn handle_message(
     let mut tx = ctx.store.begin_write().await?;
     let outcome = match (&intent, message.late) {
         (Intent::Limited(_), _) => "rate_limited",
-        (Intent::Hint(_), _) => "hint",
+        (Intent::Hint(_) | Intent::Decision { .. }, _) => "hint",
         (_, true) => "late",
         (Intent::Commands(_), false) => "commands",
         (Intent::Capture { .. }, false) => "capture",
+        (Intent::Converse(_), false) => "conversation",
     };
     if !tx
         .mark_processed(&message.identity, message.message_id, outcome)
@@ -329,7 +364,13 @@ pub async fn handle_message(
                 ctx,
                 message,
                 &replies,
-                !matches!(intent, Intent::Hint(_) | Intent::Limited(_)),
+                !matches!(
+                    intent,
+                    Intent::Hint(_)
+                        | Intent::Limited(_)
+                        | Intent::Converse(_)
+                        | Intent::Decision { .. }
+                ),
             )
             .await?;
             tx.commit().await?;
@@ -354,7 +395,7 @@ async fn act(
     message: &InboundMessage,
     intent: &Intent,
 ) -> Result<Vec<CommandReply>, StoreError> {
-    if message.late && !matches!(intent, Intent::Hint(_)) {
+    if message.late && !matches!(intent, Intent::Hint(_) | Intent::Decision { .. }) {
         let age = chrono::Utc::now() - message.timestamp;
         return Ok(vec![CommandReply {
             text: format!(
@@ -379,6 +420,29 @@ async fn act(
             text: text.clone(),
             ok: true,
         }]),
+        Intent::Decision { run } => Ok(vec![CommandReply {
+            text: decision_answer(tx, ctx, message, *run).await?,
+            ok: true,
+        }]),
+        Intent::Converse(text) => {
+            // Answered by the conversation loop, outside this transaction.
+            tx.add_conversation(&crate::store::NewConversation {
+                identity: message.identity.clone(),
+                message_id: message.message_id,
+                transport: message.transport.to_string(),
+                asker_id: message.sender.user_id,
+                asker_email: message.sender.email.clone(),
+                asker_name: message.sender.full_name.clone(),
+                asker_approver: ctx
+                    .profile
+                    .is_approver(message.sender.user_id as u64, &message.sender.email),
+                to: message.reply_destination(),
+                private: message.private,
+                text: crate::mirror::cap(text, 8_000),
+            })
+            .await?;
+            Ok(Vec::new())
+        }
         Intent::Capture { title, description } => {
             let mut reply = commands::queue_task(tx, message, title, description, 1).await?;
             reply
@@ -421,6 +485,47 @@ async fn act(
             Ok(replies)
         }
     }
+}
+
+/// The answer to a decision in prose: the exact command when the run it
+/// names (or the run whose topic it was said in) has one request waiting.
+async fn decision_answer(
+    tx: &mut Tx,
+    ctx: &ChatContext<'_>,
+    message: &InboundMessage,
+    named: Option<i64>,
+) -> Result<String, StoreError> {
+    let run = match named {
+        Some(id) => tx.run(id).await?,
+        None => match &message.place {
+            Place::Channel { channel, topic }
+                if crate::text::eq_fold(channel, &ctx.profile.executor_channel) =>
+            {
+                tx.run_by_thread(topic).await?
+            }
+            _ => None,
+        },
+    };
+    let fallback = small_talk::answer(&small_talk::SmallTalk::Decision { run: named });
+    let Some(run) = run else { return Ok(fallback) };
+    let requests = tx.requests_of_run(run.id).await?;
+    let open: Vec<_> = requests.iter().filter(|r| r.status.is_open()).collect();
+    Ok(match open.as_slice() {
+        [one] => format!(
+            "I take decisions only as commands, so nothing was approved: run {run} waits on req \
+             {req} ({action}); `!approve {run} {req}` approves it, `!deny {run} {req} <reason>` \
+             denies it (`!show {run} {req}` shows it in full).",
+            run = run.id,
+            req = one.id,
+            action = crate::text::one_line(&one.action, 40)
+        ),
+        [] => format!(
+            "I take decisions only as commands, and run {} has nothing waiting for one \
+             (`!status run {}`). Nothing was changed.",
+            run.id, run.id
+        ),
+        _ => small_talk::answer(&small_talk::SmallTalk::Decision { run: Some(run.id) }),
+    })
 }
 
 /// What [`enqueue_replies`] stored.

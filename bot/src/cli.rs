@@ -70,7 +70,8 @@ pub enum Command {
     Shell {
         #[command(flatten)]
         profile: ProfileArg,
-        /// The topic your messages are posted in.
+        /// The topic your messages are posted in; `"#executor > run 1"` posts
+        /// in that run's own topic.
         #[arg(long, default_value = "general")]
         topic: String,
         /// Who you are (an email or a Zulip user id); by default the profile's owner.
@@ -96,6 +97,10 @@ pub enum Command {
         #[arg(long, requires = "reanalyze_skipped")]
         dry_run: bool,
     },
+    /// Post the owner's digest now (what finished, what waits on them, what
+    /// is stuck, what it cost since the last one), and print it; the loop of
+    /// `eagle run` posts it daily at `[digest] at`.
+    Digest(ProfileArg),
     /// Import the tasks of the profile's [asana] places once, and print
     /// what changed (the intake of `eagle run` does this continuously); or,
     /// with `executor-v2 <url>`, move in the old executor's tasks and runs.
@@ -513,6 +518,14 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
             check::check(&profile, env, process.exe.as_deref()).await
         }
         Command::Policy(command) => policy::run(dir, command, env).await,
+        Command::Digest(profile) => {
+            let profile = load(dir, &profile.profile, env)?;
+            harden();
+            let store = open_store(&profile).await?;
+            let result = once::digest(profile, &store, process.exe()?).await;
+            store.close().await;
+            result
+        }
         Command::Import {
             from:
                 Some(ImportFrom::ExecutorV2 {

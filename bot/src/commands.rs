@@ -18,6 +18,7 @@
 
 mod context;
 mod control;
+mod converse;
 mod inbox;
 mod parse;
 mod requests;
@@ -28,6 +29,7 @@ mod triage;
 
 pub use context::{CommandContext, CommandReply};
 pub use control::{Cancel, Hold, Pause, Resume, Retry, RunOrAll, Unhold};
+pub use converse::Confirm;
 pub use inbox::{
     Help, Queue, Status, StatusQuery, Why, WhyTarget, help_text, queue as queue_task, task_gid,
 };
@@ -190,7 +192,7 @@ macro_rules! commands {
 commands! {
     /// A parsed command: one variant per command, in the order `!help` lists them.
     pub enum Command {
-        Help, Queue, Status, Why,
+        Help, Queue, Confirm, Status, Why,
         Approve, Deny, Show, Go, Cancel, Hold, Unhold, Retry, Pause, Resume, Reanalyze,
         Review, Skip, DropTask, Priority,
     }

@@ -61,12 +61,17 @@ pub struct Offline;
 impl Transport for Offline {
     async fn voice(&mut self, profile: &Profile) -> Voice {
         Voice {
+            history: None,
             poster: crate::mirror::Poster {
                 identity: profile.name.clone(),
                 channel: profile.executor_channel.clone(),
             },
             people: crate::mirror::People {
-                owner_fallback: profile.owner.as_ref().map(ToString::to_string),
+                owner_fallback: profile
+                    .owner
+                    .as_ref()
+                    .map(crate::zulip::bot::fallback_mention),
+                approvers: profile.approvers.clone(),
                 naming: std::sync::Arc::new(crate::zulip::ZulipNaming),
             },
         }
@@ -113,6 +118,9 @@ impl Daemon {
                 ctx.analyzer()?,
                 ctx.carrier()?,
                 ctx.intake()?,
+                ctx.conversations()?,
+                ctx.milestones()?,
+                ctx.digest()?,
             )),
             None => None,
         };
@@ -125,13 +133,30 @@ impl Daemon {
             loops: JoinSet::new(),
             stop: CancellationToken::new(),
         };
-        if let Some((reload, decider, analyzer, carrier, intake)) = eagle {
+        if let Some((
+            reload,
+            decider,
+            analyzer,
+            carrier,
+            intake,
+            conversations,
+            milestones,
+            digest,
+        )) = eagle
+        {
             daemon.spawn(reload);
             daemon.spawn(decider);
             daemon.spawn(analyzer);
             daemon.spawn(carrier);
             if let Some(intake) = intake {
                 daemon.spawn(intake);
+            }
+            if let Some(conversations) = conversations {
+                daemon.spawn(conversations);
+            }
+            daemon.spawn(milestones);
+            if let Some(digest) = digest {
+                daemon.spawn(digest);
             }
         }
         if let Some((runner, prs)) = executor {
@@ -169,7 +194,13 @@ impl Daemon {
             && store.pending_count().await? == 0
             && store.open_analyzer_jobs().await?.is_empty()
             && store.prs_to_look_at().await? == 0
-            && store.requests_to_carry_out(1).await?.is_empty();
+            && store.requests_to_carry_out(1).await?.is_empty()
+            && (self
+                .ctx
+                .eagle
+                .as_ref()
+                .is_none_or(|s| s.profile.conversation.is_none())
+                || store.pending_conversations().await? == 0);
         Ok(quiet && *self.ctx.busy.borrow() == 0)
     }
 

@@ -71,25 +71,71 @@ pub trait Naming: std::fmt::Debug + Send + Sync {
     fn silent_mention(&self, full_name: &str, user_id: Option<i64>) -> Option<String>;
 }
 
+/// One message of a topic as the chat server has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Said {
+    pub sender: String,
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub content: String,
+}
+
+/// A future that may be held across threads.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// What was said in a topic, people's messages included: the domain owns
+/// this interface, and the Zulip transport implements it (the seeds'
+/// sliding window of a run's topic).
+pub trait History: std::fmt::Debug + Send + Sync {
+    /// The last `n` messages of a topic, oldest first; `None` when the
+    /// server cannot be asked now.
+    fn topic_window<'a>(
+        &'a self,
+        channel: &'a str,
+        topic: &'a str,
+        n: u32,
+    ) -> BoxFuture<'a, Option<Vec<Said>>>;
+}
+
 /// How to address the people a run concerns.
 #[derive(Debug, Clone)]
 pub struct People {
-    /// The mention of the profile's owner, when a task has no requester to
-    /// mention: `@**Alex|26**` on Zulip, `@**alex**` in the shell.
+    /// The mention of the profile's owner, whom every escalation and notice
+    /// @-mentions: `@**Alex|26**` on Zulip, `@**alex**` in the shell.
     pub owner_fallback: Option<String>,
+    /// The profile's approvers: a task's requester is mentioned too only
+    /// when they are one of them (anyone else could not answer).
+    pub approvers: Vec<crate::profile::UserRef>,
     /// How the transport names requesters.
     pub naming: std::sync::Arc<dyn Naming>,
 }
 
 impl People {
-    /// The loud mention of whoever owns `task`: its requester, else the
-    /// profile's owner. `None` if there is nobody to mention.
+    /// The loud mention of whoever must answer about `task`: the profile's
+    /// owner, and its requester too when they are an approver. `None` if
+    /// there is nobody to mention.
     pub fn owner_of(&self, task: Option<&Task>) -> Option<String> {
-        let requester = task.and_then(|t| {
-            let name = t.requested_by.as_deref()?;
-            self.naming.mention(name, t.requested_by_id)
+        let requester = task.filter(|t| self.requester_approves(t)).and_then(|t| {
+            self.naming
+                .mention(t.requested_by.as_deref()?, t.requested_by_id)
         });
-        requester.or_else(|| self.owner_fallback.clone())
+        match (self.owner_fallback.clone(), requester) {
+            (Some(owner), Some(requester)) if owner != requester => {
+                Some(format!("{owner} {requester}"))
+            }
+            (Some(owner), _) => Some(owner),
+            (None, requester) => requester,
+        }
+    }
+
+    /// Whether `task`'s requester is one of the approvers.
+    fn requester_approves(&self, task: &Task) -> bool {
+        let id = task.requested_by_id.unwrap_or(-1);
+        let email = task.requested_by_email.as_deref().unwrap_or_default();
+        id >= 0
+            && self
+                .approvers
+                .iter()
+                .any(|who| who.matches(id as u64, email))
     }
 
     /// A silent mention of `task`'s requester, if the transport has one.
@@ -100,12 +146,15 @@ impl People {
 
     /// The owner's name as plain text, for `waiting_on`.
     pub fn owner_label(&self, task: Option<&Task>) -> String {
-        task.and_then(|t| t.requested_by.clone())
-            .or_else(|| {
-                self.owner_fallback
-                    .as_deref()
-                    .map(|m| m.trim_start_matches('@').trim_matches('*').to_string())
+        self.owner_fallback
+            .as_deref()
+            .map(|m| {
+                let name = m.trim_start_matches('@').trim_matches('*');
+                // `Alex|26` names Alex.
+                name.split('|').next().unwrap_or(name).to_string()
             })
+            .filter(|n| !n.is_empty())
+            .or_else(|| task.and_then(|t| t.requested_by.clone()))
             .unwrap_or_else(|| "the owner".into())
     }
 }

@@ -9,6 +9,7 @@
 //! read by the commands that talk to Zulip, so `eagle shell` and
 //! `eagle profile show` work without them.
 
+mod conversation;
 mod integrations;
 mod plugin_spec;
 mod raw;
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
 
+pub use conversation::{BackendKind, ConversationSettings, DigestSettings};
 pub use raw::{ENV_PREFIX, RESERVED_ENV};
 pub use sandbox::{HostPattern, SandboxMode, SandboxSettings};
 pub use worker_env::WorkerEnv;
@@ -466,6 +468,10 @@ pub struct Profile {
     pub asana: Option<AsanaSettings>,
     /// How long `eagle shell` from a pipe waits for running workers at the end.
     pub shell_wait: Duration,
+    /// The language backend Eagle answers questions with, if any (Eagle's).
+    pub conversation: Option<ConversationSettings>,
+    /// The owner's daily digest, if configured (Eagle's).
+    pub digest: Option<DigestSettings>,
 }
 
 impl Profile {

@@ -168,12 +168,14 @@ where
             .speakers
             .push((identity.clone(), profile.display_name.clone()));
         Voice {
+            history: None,
             poster: Poster {
                 identity,
                 channel: self.channel.clone(),
             },
             people: People {
                 owner_fallback: Some(format!("@**{}**", self.options.login)),
+                approvers: profile.approvers.clone(),
                 naming: Arc::new(ShellNaming),
             },
         }
@@ -364,6 +366,25 @@ where
     }
 }
 
+/// Where a shell line is posted: `--topic general` is `#shell > general`;
+/// `--topic "#executor > run 1"` is that run's own topic.
+fn place_of(topic: &str) -> Place {
+    match topic
+        .strip_prefix('#')
+        .and_then(|t| t.split_once(" > "))
+        .filter(|(c, t)| !c.trim().is_empty() && !t.trim().is_empty())
+    {
+        Some((channel, topic)) => Place::Channel {
+            channel: channel.trim().to_string(),
+            topic: topic.trim().to_string(),
+        },
+        None => Place::Channel {
+            channel: CHANNEL.into(),
+            topic: topic.to_string(),
+        },
+    }
+}
+
 async fn handle_line(
     ctx: &ChatContext<'_>,
     session: &str,
@@ -386,10 +407,7 @@ async fn handle_line(
             transport: "shell",
             message_id,
             sender: sender.clone(),
-            place: Place::Channel {
-                channel: CHANNEL.into(),
-                topic: topic.to_string(),
-            },
+            place: place_of(topic),
             mentioned: crate::commands::strip_leading_mention(&line, bot).is_some(),
             content: line.clone(),
             private: false,

@@ -16,6 +16,7 @@ mod audit;
 mod carried;
 mod claims;
 mod controls;
+mod conversations;
 mod egress;
 mod fence;
 mod holds;
@@ -46,6 +47,10 @@ pub use analysis::{Analysis, AnalyzerJob, SkipReason};
 pub use audit::{AuditEntry, NewAuditEntry};
 pub use claims::{Claim, ClaimLimits};
 pub use controls::{Control, Notice};
+pub use conversations::{
+    Conclusion, Conversation, ConversationStatus, NewConversation, STATUS_LINES_KEPT, StatusLine,
+    TopicPost, Usage,
+};
 pub use egress::{EgressRefusal, NewRefusals, OTHER_HOSTS};
 pub use fence::Fence;
 pub use import::{ImportedRun, ImportedTask};

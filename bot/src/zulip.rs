@@ -100,6 +100,41 @@ pub fn silent_mention(full_name: &str, user_id: i64) -> String {
     format!("@_{}", &mention(full_name, user_id)[1..])
 }
 
+/// A topic's last messages, read from the server (`GET /messages`).
+#[derive(Debug)]
+pub struct ZulipHistory {
+    pub client: std::sync::Arc<Client>,
+}
+
+impl crate::mirror::History for ZulipHistory {
+    fn topic_window<'a>(
+        &'a self,
+        channel: &'a str,
+        topic: &'a str,
+        n: u32,
+    ) -> crate::mirror::BoxFuture<'a, Option<Vec<crate::mirror::Said>>> {
+        Box::pin(async move {
+            match self.client.topic_window(channel, topic, n).await {
+                Ok(messages) => Some(
+                    messages
+                        .into_iter()
+                        .map(|m| crate::mirror::Said {
+                            sender: m.sender_full_name,
+                            at: chrono::DateTime::from_timestamp(m.timestamp, 0)
+                                .unwrap_or_default(),
+                            content: m.content,
+                        })
+                        .collect(),
+                ),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read a topic's messages; using Eagle's own posts");
+                    None
+                }
+            }
+        })
+    }
+}
+
 /// How posts name people on Zulip: by name and user id, so that the right
 /// person is notified; someone without an id cannot be mentioned.
 #[derive(Debug, Clone, Copy, Default)]

@@ -105,6 +105,7 @@ async fn analyzer(label: &str, postgres: Option<String>) {
     };
     let people = People {
         owner_fallback: None,
+        approvers: Vec::new(),
         naming: std::sync::Arc::new(eagle::zulip::ZulipNaming),
     };
     let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_eagle"));
@@ -212,6 +213,7 @@ async fn idle_pr() {
         },
         People {
             owner_fallback: None,
+            approvers: Vec::new(),
             naming: std::sync::Arc::new(eagle::zulip::ZulipNaming),
         },
         Some((github, profile.github.clone().unwrap())),

@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::support::{Home, text};
+use crate::support::Home;
 
 /// The pinned release (`../shared/claude/NOTES.md` describes it).
 const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.332";
@@ -283,28 +283,7 @@ async fn start_scripted(outside: PathBuf, script: Vec<Value>) -> (String, FakeMo
 
 /// Runs the shell in a blocking thread (the fake model answers meanwhile).
 async fn shell(home: &Home, input: &str) -> (String, String, bool) {
-    let (env, dir, input) = (
-        home.env.clone(),
-        home.dir.path().to_path_buf(),
-        input.to_string(),
-    );
-    tokio::task::spawn_blocking(move || {
-        let child = std::process::Command::new(crate::support::eagle_bin())
-            .arg("shell")
-            .env_clear()
-            .envs(&env)
-            .current_dir(dir)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = crate::support::finish(child, input.as_bytes(), "eagle shell");
-        let (stdout, stderr) = text(&out);
-        (stdout, stderr, out.status.success())
-    })
-    .await
-    .unwrap()
+    crate::support::shell_in_thread(home, input).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

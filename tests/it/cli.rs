@@ -87,6 +87,7 @@ fn shell_runs_in_the_environment_cargo_gives_it() {
 fn shell_answers_several_commands_and_bad_input() {
     let mut home = Home::new();
     home.set("EAGLE_APPROVERS", "boss@example.com");
+    home.set("EAGLE_OWNER", "boss@example.com");
     let input = "!queue Write docs\nIn the README.\n\
                  !status 1\n!status 99\n!status run 5\n!approve 1\n!bogus\n> !queue hidden\n\
                  !why task 1\n";

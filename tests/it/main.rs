@@ -49,4 +49,5 @@ mod runs;
 mod sandbox;
 mod store;
 mod support;
+mod talk;
 mod zulip;

@@ -211,6 +211,31 @@ async fn carried_from_failed_ci_to_complete(db: Db) {
     let run = run_of(&store, 1).await;
     assert_eq!(run.review_green_sha.as_deref(), Some(SHA2));
     assert_eq!(run.ci_attempts, 1, "one fix-ci worker in all");
+    // Where the task was asked: one line per milestone, pinging nobody.
+    let told = |prefix: &str| {
+        let prefix = prefix.to_string();
+        move |f: &fake_zulip::FakeZulip| {
+            f.messages_from(realm.eagle)
+                .iter()
+                .filter(|m| m.topic == "tabs" && m.content.starts_with(&prefix))
+                .count()
+        }
+    };
+    let complete = realm
+        .fake
+        .wait_until(WAIT, |f| told("Run 1 of task #1 is complete")(f) == 1)
+        .await;
+    assert!(complete, "{:#?}", realm.fake.messages_from(realm.eagle));
+    let f = &realm.fake;
+    assert_eq!(told("Run 1 of task #1 started")(f), 1);
+    assert_eq!(told("Run 1 of task #1 opened its PR")(f), 1);
+    assert!(
+        f.messages_from(realm.eagle)
+            .iter()
+            .filter(|m| m.topic == "tabs")
+            .all(|m| m.mentioned_user_ids.is_empty()),
+        "a milestone line pinged someone"
+    );
 
     // A human comments on the complete draft: back to pr, a worker answers.
     hub.fake

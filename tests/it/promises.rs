@@ -379,6 +379,26 @@ async fn kill_9_of_one_side(db: Db, victim: Victim, in_flight: InFlight) {
     })
     .await;
     assert!(working, "no worker started:\n{}", executor.log());
+    // Eagle has told the task's topic that the run started and is quiet
+    // (a process stopped inside a write would hold SQLite's lock).
+    let told = realm
+        .fake
+        .wait_until(crate::zulip::WAIT, |f| {
+            f.messages_from(realm.eagle)
+                .iter()
+                .any(|m| m.topic == "gate" && m.content.starts_with("Run 1 of task #1 started"))
+        })
+        .await;
+    assert!(told, "no milestone:\n{}", eagle.log());
+    let quiet = wait_for(&store, || async {
+        !store
+            .changed_after_cursor(eagle::milestones::CURSOR)
+            .await
+            .unwrap()
+            && store.undelivered_count("eagle").await.unwrap() == 0
+    })
+    .await;
+    assert!(quiet, "Eagle is still writing:\n{}", eagle.log());
 
     // Eagle is paused, so the request waits for it.
     signal(eagle.pid(), libc::SIGSTOP);

@@ -248,6 +248,7 @@ async fn binds_to_the_exact_bytes(db: Db) {
 
     // Anyone else is refused.
     home.set("EAGLE_APPROVERS", "boss@example.com");
+    home.set("EAGLE_OWNER", "boss@example.com");
     let out = home.run(
         &["shell", "--user", "someone@example.com"],
         &format!("!show 1 {}\n", newline.id),

@@ -34,6 +34,7 @@ fn task(gid: &str, title: &str) -> NewTask {
         description: "details\nover lines".into(),
         requested_by: Some("Alex".into()),
         requested_by_id: Some(5),
+        requested_by_email: None,
         origin: Origin {
             transport: "zulip".into(),
             channel: Some("general".into()),

@@ -354,6 +354,33 @@ impl Home {
     }
 }
 
+/// Runs `eagle shell` with `input` in a blocking thread, so that fakes on
+/// this test's runtime answer meanwhile: standard output, error, success.
+pub async fn shell_in_thread(home: &Home, input: &str) -> (String, String, bool) {
+    let (env, dir, input) = (
+        home.env.clone(),
+        home.dir.path().to_path_buf(),
+        input.to_string(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let child = Command::new(eagle_bin())
+            .arg("shell")
+            .env_clear()
+            .envs(&env)
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn eagle shell");
+        let out = finish(child, input.as_bytes(), "eagle shell");
+        let (stdout, stderr) = text(&out);
+        (stdout, stderr, out.status.success())
+    })
+    .await
+    .expect("the shell's thread")
+}
+
 /// Standard output and error as text, for assertions.
 pub fn text(output: &Output) -> (String, String) {
     (

@@ -74,6 +74,7 @@ impl Realm {
             .unwrap();
         }
         home.set("EAGLE_APPROVERS", "alex@example.com");
+        home.set("EAGLE_OWNER", "alex@example.com");
         home.set("RUST_LOG", "eagle=debug,warn");
         // The executor needs a worker command to start: the demo worker.
         home.set(

@@ -130,6 +130,38 @@ fn integration_checks(profile: &Profile) -> Vec<(crate::runner::Severity, String
         )),
     }
     if profile.role == Role::Orchestrator {
+        out.push(match &profile.conversation {
+            Some(c) => (
+                Severity::Ok,
+                format!(
+                    "conversation: questions go to {} ({}, model {}, {} a call; {} tokens a person and ${:.2} in all a day){}",
+                    c.backend.as_str(),
+                    crate::text::neutralize_mentions(c.url.as_str()),
+                    c.model,
+                    human(c.timeout),
+                    c.user_tokens_per_day,
+                    c.cost_per_day_usd,
+                    if c.persona.is_some() { "; the persona is the system prompt" } else { "; no persona" }
+                ),
+            ),
+            None => (
+                Severity::Ok,
+                "no language backend ([conversation]): mentions that are not commands are captured as tasks, thanks, greetings, questions and decisions are answered with the command".into(),
+            ),
+        });
+        if let Some(d) = &profile.digest {
+            out.push((
+                Severity::Ok,
+                format!(
+                    "digest: daily at {:02}:{:02} (UTC{:+}) in #{} > {}",
+                    d.at_minute / 60,
+                    d.at_minute % 60,
+                    f64::from(d.utc_offset_minutes) / 60.0,
+                    d.channel,
+                    d.topic
+                ),
+            ));
+        }
         if let Some(command) = &profile.analyzer.command {
             out.push((
                 Severity::Ok,

@@ -72,6 +72,27 @@ pub(super) async fn analyze(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `eagle digest`: the owner's digest, posted now (it waits in the outbox
+/// for `eagle run`) and printed.
+pub(super) async fn digest(
+    profile: Profile,
+    store: &Store,
+    exe: PathBuf,
+) -> anyhow::Result<ExitCode> {
+    let name = profile.name.clone();
+    let ctx = context(profile, store, exe).await?;
+    let Some(digest) = ctx.digest()? else {
+        anyhow::bail!(
+            "profile {name} has no [digest]: set at (HH:MM) and, if you like, utc_offset, channel and topic"
+        );
+    };
+    match digest.post_now().await? {
+        Some(text) => println!("{text}"),
+        None => println!("Nothing to say since the last digest: nothing was posted."),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `eagle import`: one Asana import.
 pub(super) async fn import(
     profile: Profile,

@@ -112,6 +112,36 @@ impl<'t, 'a> CommandContext<'t, 'a> {
         Ok(())
     }
 
+    /// The run whose topic this message was posted in (`#executor > run 42`),
+    /// for commands that may leave the run's id out there.
+    pub(super) async fn topic_run(&mut self) -> Result<Option<Run>, StoreError> {
+        let crate::message::Place::Channel { channel, topic } = &self.message.place else {
+            return Ok(None);
+        };
+        if !crate::text::eq_fold(channel, &self.profile.executor_channel) {
+            return Ok(None);
+        }
+        self.tx.run_by_thread(topic).await
+    }
+
+    /// The run a command names, or the run of the topic it was typed in.
+    pub(super) async fn named_or_topic_run(
+        &mut self,
+        id: Option<i64>,
+        usage: &str,
+    ) -> Result<Result<Run, CommandReply>, StoreError> {
+        match id {
+            Some(id) => self.run_or_refuse(id).await,
+            None => Ok(self.topic_run().await?.ok_or_else(|| {
+                CommandReply::refused(format!(
+                    "Which run? Name it (`{usage}`), or type the command in the run's own topic \
+                     in #{}.",
+                    self.profile.executor_channel
+                ))
+            })),
+        }
+    }
+
     /// The run with this id, or the answer that there is none.
     pub(super) async fn run_or_refuse(
         &mut self,

@@ -201,6 +201,7 @@ pub async fn queue(
         description: description.to_string(),
         requested_by: Some(message.sender.full_name.clone()),
         requested_by_id: Some(message.sender.user_id),
+        requested_by_email: Some(message.sender.email.clone()),
         origin: Origin {
             transport: message.transport.to_string(),
             channel,
@@ -235,6 +236,9 @@ pub async fn queue(
 /// What `!status` is asked about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StatusQuery {
+    /// A bare `!status`: the run of the topic it was typed in, elsewhere
+    /// the overview's first page.
+    Here,
     /// Counts and the open tasks and runs, one page of them.
     Overview {
         page: u32,
@@ -254,14 +258,15 @@ impl ChatCommand for Status {
         summary: "show what is queued and running",
         details: "`!status` counts tasks by status and runs by state, and lists the open ones \
                   (`!status page 2` shows more). `!status 12` shows task 12 with its runs; \
-                  `!status run 42` shows run 42.",
+                  `!status run 42` shows run 42 with what its worker said last; in a run's own topic \
+                  a bare `!status` shows that run.",
         access: Access::Anyone,
     };
 
     fn parse(args: &str, _body: &[&str]) -> Result<Self, ParseError> {
         let words: Vec<&str> = args.split_whitespace().collect();
         let query = match words.as_slice() {
-            [] => Ok(StatusQuery::Overview { page: 1 }),
+            [] => Ok(StatusQuery::Here),
             ["page", n] => n
                 .parse::<u32>()
                 .ok()
@@ -284,6 +289,10 @@ impl Handler for Status {
     async fn handle(&self, cx: &mut CommandContext<'_, '_>) -> Result<CommandReply, StoreError> {
         let approver = cx.sender_is_approver();
         match self.0 {
+            StatusQuery::Here => match cx.topic_run().await? {
+                Some(run) => status::run_status(cx.tx, cx.message, approver, run.id).await,
+                None => status::overview(cx.tx, cx.message, approver, 1, true).await,
+            },
             StatusQuery::Overview { page } => {
                 status::overview(cx.tx, cx.message, approver, page, true).await
             }

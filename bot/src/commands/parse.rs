@@ -360,7 +360,7 @@ mod tests {
                 "!queue\nTitle on next line\nbody",
                 "Queue { title: Some(\"Title on next line\"), description: \"body\" }",
             ),
-            ("!status", "Status(Overview { page: 1 })"),
+            ("!status", "Status(Here)"),
             ("!status 12", "Status(Task(12))"),
             ("!status #12", "Status(Task(12))"),
             ("!status task 12", "Status(Task(12))"),
@@ -395,27 +395,27 @@ mod tests {
             ),
             (
                 "!approve 42",
-                "Approve { run: 42, request: None, note: None }",
+                "Approve { run: Some(42), request: None, note: None }",
             ),
             (
                 "!approve run:42 req:7",
-                "Approve { run: 42, request: Some(7), note: None }",
+                "Approve { run: Some(42), request: Some(7), note: None }",
             ),
             (
                 "!approve",
-                "error: `!approve` needs a run id. | Usage: `!approve <run id> [request id] [note]`",
+                "Approve { run: None, request: None, note: None }",
             ),
             (
                 "!approve 42 7 squash it first",
-                "Approve { run: 42, request: Some(7), note: Some(\"squash it first\") }",
+                "Approve { run: Some(42), request: Some(7), note: Some(\"squash it first\") }",
             ),
             (
                 "!approve 42 looks good",
-                "Approve { run: 42, request: None, note: Some(\"looks good\") }",
+                "Approve { run: Some(42), request: None, note: Some(\"looks good\") }",
             ),
             (
                 "!approve x",
-                "error: \"x\" is not a run id (a positive number). | Usage: `!approve <run id> [request id] [note]`",
+                "Approve { run: None, request: None, note: Some(\"x\") }",
             ),
             ("!hold 4", "Hold { target: Run(4) }"),
             ("!hold ALL", "Hold { target: All }"),
@@ -426,19 +426,19 @@ mod tests {
             ),
             (
                 "!deny 42 too risky",
-                "Deny { run: 42, request: None, reason: \"too risky\" }",
+                "Deny { run: Some(42), request: None, reason: \"too risky\" }",
             ),
             (
                 "!deny 42 7 too risky",
-                "Deny { run: 42, request: Some(7), reason: \"too risky\" }",
+                "Deny { run: Some(42), request: Some(7), reason: \"too risky\" }",
             ),
             (
                 "!deny 42",
-                "error: `!deny` needs a reason for the worker. | Usage: `!deny <run id> [request id] <reason>`",
+                "error: `!deny` needs a reason for the worker. | Usage: `!deny [run id] [request id] <reason>`",
             ),
             (
                 "!deny",
-                "error: `!deny` needs a run id and a reason. | Usage: `!deny <run id> [request id] <reason>`",
+                "error: `!deny` needs a reason for the worker. | Usage: `!deny [run id] [request id] <reason>`",
             ),
             ("!go 12", "Go { task: 12 }"),
             (
@@ -477,11 +477,11 @@ mod tests {
             ("    !status", ""),
             ("", ""),
             // Mentions.
-            ("@**Eagle** !status", "Status(Overview { page: 1 })"),
+            ("@**Eagle** !status", "Status(Here)"),
             ("@**eagle**: !help", "Help { command: None }"),
             ("@**Eagle|7** !status 3", "Status(Task(3))"),
-            ("@**|7** !status", "Status(Overview { page: 1 })"),
-            ("@_**Eagle** !status", "Status(Overview { page: 1 })"),
+            ("@**|7** !status", "Status(Here)"),
+            ("@_**Eagle** !status", "Status(Here)"),
             ("@**Eagle|8** !status", ""),
             ("@**Someone Else** !status", ""),
             // Fences and quotes.
@@ -495,10 +495,7 @@ mod tests {
             ("  > !status", ""),
             ("```\n!status", ""),
             // Several commands in one message.
-            (
-                "!status\n!help",
-                "Status(Overview { page: 1 })\nHelp { command: None }",
-            ),
+            ("!status\n!help", "Status(Here)\nHelp { command: None }"),
             (
                 "!queue A\ndetail\n!queue B",
                 "Queue { title: Some(\"A\"), description: \"detail\" }\nQueue { title: Some(\"B\"), description: \"\" }",

@@ -12,7 +12,8 @@ use crate::text::{neutralize_mentions, one_line};
 /// `!approve <run id> [request id] [note]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Approve {
-    pub run: i64,
+    /// `None`: the run of the topic the command was typed in.
+    pub run: Option<i64>,
     pub request: Option<i64>,
     /// What the worker is told with the approval.
     pub note: Option<String>,
@@ -21,20 +22,21 @@ pub struct Approve {
 impl ChatCommand for Approve {
     const SPEC: CommandSpec = CommandSpec {
         name: "approve",
-        args: "<run id> [request id] [note]",
+        args: "[run id] [request id] [note]",
         summary: "approve a worker's pending request",
         details: "`!approve 42` approves the request run 42 is waiting on (when exactly one \
                   waits); `!approve 42 7` approves request 7 of run 42 exactly. A merge, a PR \
                   comment, a thread reply or an Asana comment is approved only by its id \
                   (`!show 42 7` shows it in full). Words after the ids are a note the worker gets \
                   when it is resumed: `!approve 42 7 squash it first`. An approval binds to that \
-                  request and its exact text: the worker may do exactly what it asked, once.",
+                  request and its exact text: the worker may do exactly what it asked, once. In \
+                  a run's own topic the run's id may be left out: `!approve`, `!approve 7`.",
         access: Access::Approvers,
     };
 
     fn parse(args: &str, _body: &[&str]) -> Result<Self, ParseError> {
         let words: Vec<&str> = args.split_whitespace().collect();
-        let (run, request, note) = run_and_request(&Self::SPEC, &words, "a run id")?;
+        let (run, request, note) = run_and_request(&Self::SPEC, &words)?;
         let note = note.join(" ");
         Ok(Approve {
             run,
@@ -53,7 +55,8 @@ impl Handler for Approve {
 /// `!deny <run id> [request id] <reason>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deny {
-    pub run: i64,
+    /// `None`: the run of the topic the command was typed in.
+    pub run: Option<i64>,
     pub request: Option<i64>,
     /// Why: the worker is told.
     pub reason: String,
@@ -62,16 +65,17 @@ pub struct Deny {
 impl ChatCommand for Deny {
     const SPEC: CommandSpec = CommandSpec {
         name: "deny",
-        args: "<run id> [request id] <reason>",
+        args: "[run id] [request id] <reason>",
         summary: "deny a worker's pending request, with a reason",
         details: "`!deny 42 out of scope` denies the request run 42 is waiting on; \
-                  `!deny 42 7 not now` denies request 7. The reason reaches the worker.",
+                  `!deny 42 7 not now` denies request 7. The reason reaches the worker. In a \
+                  run's own topic the run's id may be left out: `!deny not now`.",
         access: Access::Approvers,
     };
 
     fn parse(args: &str, _body: &[&str]) -> Result<Self, ParseError> {
         let words: Vec<&str> = args.split_whitespace().collect();
-        let (run, request, reason) = run_and_request(&Self::SPEC, &words, "a run id and a reason")?;
+        let (run, request, reason) = run_and_request(&Self::SPEC, &words)?;
         if reason.is_empty() {
             return Err(ParseError::usage(
                 &Self::SPEC,
@@ -92,40 +96,66 @@ impl Handler for Deny {
     }
 }
 
-/// The run id, the request id if the next word is one, and the words after
-/// them; `needs` says what a bare command lacks.
+/// A run id, a request id, and the words after them.
+type RunAndRequest<'w> = (Option<i64>, Option<i64>, &'w [&'w str]);
+
+/// The run id and the request id, if the first words are ids (in a run's
+/// topic the run's may be left out: `!approve 7` there is `run? = topic,
+/// request 7` once the handler knows the topic), and the words after them.
 fn run_and_request<'w>(
     spec: &CommandSpec,
     words: &'w [&'w str],
-    needs: &str,
-) -> Result<(i64, Option<i64>, &'w [&'w str]), ParseError> {
-    let Some((run, rest)) = words.split_first() else {
-        return Err(ParseError::usage(
-            spec,
-            format!("`!{}` needs {needs}.", spec.name),
-        ));
-    };
-    let run = id(run, "run").map_err(|m| ParseError::usage(spec, m))?;
-    Ok(match rest.split_first() {
-        Some((first, tail)) if id(first, "request").is_ok() => {
-            (run, id(first, "request").ok(), tail)
-        }
-        _ => (run, None, rest),
+) -> Result<RunAndRequest<'w>, ParseError> {
+    let is_id = |w: &str| id(w, "run").is_ok();
+    Ok(match words {
+        [run, request, rest @ ..] if is_id(run) && is_id(request) => (
+            Some(id(run, "run").map_err(|m| ParseError::usage(spec, m))?),
+            id(request, "request").ok(),
+            rest,
+        ),
+        [run, rest @ ..] if is_id(run) => (
+            Some(id(run, "run").map_err(|m| ParseError::usage(spec, m))?),
+            None,
+            rest,
+        ),
+        rest => (None, None, rest),
     })
 }
 
 async fn decide(
     cx: &mut CommandContext<'_, '_>,
-    run_id: i64,
+    named: Option<i64>,
     request_id: Option<i64>,
     approve: bool,
     text: Option<&str>,
 ) -> Result<CommandReply, StoreError> {
     let verb = if approve { "approve" } else { "deny" };
-    let run = match cx.run_or_refuse(run_id).await? {
+    // In a run's topic one id may be the request's: `!approve 7` in run 3's
+    // topic means request 7 of run 3 when run 3 has one; the topic's own run
+    // id (`!approve 3` there) always means the run.
+    let (named, request_id) = match (named, request_id) {
+        (Some(first), None) => match cx.topic_run().await? {
+            Some(here)
+                if here.id != first
+                    && cx
+                        .tx
+                        .requests_of_run(here.id)
+                        .await?
+                        .iter()
+                        .any(|r| r.id == first) =>
+            {
+                (Some(here.id), Some(first))
+            }
+            _ => (Some(first), None),
+        },
+        other => other,
+    };
+    let usage = format!("!{verb} <run id> [request id]");
+    let run = match cx.named_or_topic_run(named, &usage).await? {
         Ok(run) => run,
         Err(reply) => return Ok(reply),
     };
+    let run_id = run.id;
     let requests = cx.tx.requests_of_run(run_id).await?;
     let open: Vec<&Request> = requests.iter().filter(|r| r.status.is_open()).collect();
     let request = match request_id {

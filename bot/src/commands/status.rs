@@ -429,6 +429,17 @@ pub(super) async fn run_status(
     if let Some(who) = &run.waiting_on {
         out.push_str(&format!("waiting on: {}\n", echo(who)));
     }
+    let said = tx.status_lines(run.id).await?;
+    if !said.is_empty() {
+        out.push_str("the worker said last:\n");
+        for line in &said {
+            out.push_str(&format!(
+                "* {} — {}\n",
+                when(line.at),
+                echo(&one_line(&line.text, 300))
+            ));
+        }
+    }
     if let Some(line) = network_line(&tx.egress_refusals(run.id).await?) {
         out.push_str(&line);
         out.push('\n');

@@ -148,7 +148,7 @@ async fn a_new_command_is_executed_through_the_access_check() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(
         dir.path().join("p.toml"),
-        "role = \"orchestrator\"\ndata_dir = \".\"\napprovers = [5]\n",
+        "role = \"orchestrator\"\ndata_dir = \".\"\napprovers = [5]\nowner = 5\n",
     )
     .expect("profile");
     let env = BTreeMap::from([("HOME".to_string(), dir.path().display().to_string())]);

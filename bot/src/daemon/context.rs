@@ -43,6 +43,8 @@ pub struct Setup {
 pub struct Voice {
     pub poster: Poster,
     pub people: People,
+    /// What was said in a topic, if the transport can tell (Zulip).
+    pub history: Option<Arc<dyn crate::mirror::History>>,
 }
 
 /// One identity's share of the context.
@@ -196,6 +198,47 @@ impl Context {
             settings.clone(),
             side.profile.owner.as_ref().map(ToString::to_string),
         )))
+    }
+
+    /// Eagle's conversation loop, when the profile names a language backend.
+    pub fn conversations(&self) -> anyhow::Result<Option<crate::conversation::Conversations>> {
+        let (side, _) = self.eagle()?;
+        let Some(settings) = &side.profile.conversation else {
+            return Ok(None);
+        };
+        crate::conversation::Conversations::new(
+            self.store.clone(),
+            settings.clone(),
+            side.profile.display_name.clone(),
+            side.profile.executor_channel.clone(),
+            self.instance.clone(),
+            side.voice.history.clone(),
+        )
+        .map(Some)
+        .map_err(|why| anyhow::anyhow!("profile {}: conversation: {why}", side.profile.name))
+    }
+
+    /// Eagle's milestone lines in each task's own conversation.
+    pub fn milestones(&self) -> anyhow::Result<crate::milestones::Milestones> {
+        let (side, _) = self.eagle()?;
+        Ok(crate::milestones::Milestones::new(
+            self.store.clone(),
+            side.voice.poster.clone(),
+            side.profile.executor_channel.clone(),
+        ))
+    }
+
+    /// Eagle's daily digest for its owner, when the profile asks for one.
+    pub fn digest(&self) -> anyhow::Result<Option<crate::digest::Digest>> {
+        let (side, _) = self.eagle()?;
+        Ok(side.profile.digest.as_ref().map(|settings| {
+            crate::digest::Digest::new(
+                self.store.clone(),
+                side.voice.poster.clone(),
+                settings.clone(),
+                side.voice.people.owner_fallback.clone(),
+            )
+        }))
     }
 
     /// The executor's side.

@@ -125,6 +125,24 @@ const ENV_KEYS: &[&str] = &[
     "asana.platform_field",
     "asana.platform_tags",
     "asana.poll_interval",
+    "conversation.backend",
+    "conversation.url",
+    "conversation.model",
+    "conversation.api_key_env",
+    "conversation.timeout",
+    "conversation.max_tokens",
+    "conversation.max_answer_chars",
+    "conversation.max_tool_rounds",
+    "conversation.user_tokens_per_day",
+    "conversation.tokens_per_day",
+    "conversation.cost_per_day_usd",
+    "conversation.input_usd_per_mtok",
+    "conversation.output_usd_per_mtok",
+    "conversation.confirm_within",
+    "digest.at",
+    "digest.utc_offset",
+    "digest.channel",
+    "digest.topic",
 ];
 
 /// A user named in a profile: a Zulip user id or an email address.
@@ -163,6 +181,9 @@ pub struct RawProfile {
     pub analyzer: Option<RawAnalyzer>,
     pub github: Option<RawGithub>,
     pub asana: Option<RawAsana>,
+    #[serde(default)]
+    pub conversation: super::conversation::RawConversation,
+    pub digest: Option<super::conversation::RawDigest>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -175,11 +175,24 @@ fn environment_overrides_scalars_lists_and_nested_keys() {
 }
 
 #[test]
+fn eagle_with_approvers_and_no_owner_is_refused() {
+    let dir = Dir::new();
+    dir.write("p.toml", "role = \"orchestrator\"\napprovers = [42]\n");
+    let error = dir.load("p", &[]).unwrap_err().to_string();
+    assert!(error.contains("owner: is missing"), "{error}");
+    assert!(error.contains("@-mentions the owner"), "{error}");
+    // The executor names no owner of its own; an override fixes Eagle's.
+    assert!(dir.load("p", &[("EAGLE_OWNER", "42")]).is_ok());
+    dir.write("x.toml", "role = \"executor\"\napprovers = [42]\n");
+    assert!(dir.load("x", &[]).is_ok());
+}
+
+#[test]
 fn approvers_match_by_id_or_email_ignoring_case() {
     let dir = Dir::new();
     dir.write(
         "p.toml",
-        "role = \"orchestrator\"\napprovers = [\"Alex@Example.com\", 42]\n",
+        "role = \"orchestrator\"\napprovers = [\"Alex@Example.com\", 42]\nowner = 42\n",
     );
     let profile = dir.load("p", &[]).unwrap();
     assert!(profile.is_approver(1, "alex@example.com"));

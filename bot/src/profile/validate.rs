@@ -351,6 +351,19 @@ pub fn validate(
         .map(|raw| super::integrations::asana(raw, &origins, base, env))
         .transpose()?;
 
+    let conversation =
+        super::conversation::conversation(raw.conversation, &origins, persona.as_deref(), env)?;
+    let digest = super::conversation::digest(raw.digest, &origins, &executor_channel)?;
+    // An escalation must reach someone: Eagle with approvers names its owner.
+    if role == Role::Orchestrator && !approvers.is_empty() && owner.is_none() {
+        return Err(origins.error(
+            "owner",
+            None,
+            "is missing: Eagle has approvers, so it escalates, and an escalation @-mentions \
+             the owner; name one of the approvers (a Zulip user id or email)",
+        ));
+    }
+
     Ok(Profile {
         name: name.to_string(),
         path: path.to_path_buf(),
@@ -374,6 +387,8 @@ pub fn validate(
         github,
         asana,
         shell_wait,
+        conversation,
+        digest,
     })
 }
 

@@ -133,6 +133,7 @@ pub struct NewTask {
     pub description: String,
     pub requested_by: Option<String>,
     pub requested_by_id: Option<i64>,
+    pub requested_by_email: Option<String>,
     pub origin: Origin,
 }
 
@@ -178,6 +179,7 @@ pub struct Task {
     pub analyzed_at: Option<DateTime<Utc>>,
     /// The task in the system it came from (an Asana permalink).
     pub external_url: Option<String>,
+    pub requested_by_email: Option<String>,
 }
 
 impl Task {
@@ -351,7 +353,8 @@ pub(super) const TASK_COLUMNS: &str = "id, task_gid, added_at, updated_at, sourc
     links, tags, platform, assignee, task_state, status, status_reason, priority, complexity, \
     feasibility, analysis_summary, executor_run_id, requested_by, requested_by_id, \
     origin_transport, origin_channel, origin_topic, origin_message_id, origin_private, \
-    skipped_by, skip_reasons, analysis_raw, quiet_analysis, analyzed_at, external_url";
+    skipped_by, skip_reasons, analysis_raw, quiet_analysis, analyzed_at, external_url, \
+    requested_by_email";
 
 pub(super) const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, started_at, \
     completed_at, state, state_reason, held, waiting_on, worktree_path, branch_name, pr_url, \
@@ -385,8 +388,8 @@ impl Tx {
             sqlx::query_scalar(
                 "INSERT INTO executor_queue (task_gid, added_at, updated_at, source, title, \
                  description, requested_by, requested_by_id, origin_transport, origin_channel, \
-                 origin_topic, origin_message_id, origin_private) \
-                 VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+                 origin_topic, origin_message_id, origin_private, requested_by_email) \
+                 VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
                  ON CONFLICT (task_gid) DO NOTHING RETURNING id",
             )
             .bind(&task.task_gid)
@@ -401,6 +404,7 @@ impl Tx {
             .bind(&task.origin.topic)
             .bind(task.origin.message_id)
             .bind(task.origin.private)
+            .bind(&task.requested_by_email)
             .fetch_optional(conn)
             .await
         })

@@ -68,12 +68,16 @@ impl Transport for ZulipTransport {
             Role::Executor => profile.owner.as_ref().map(ToString::to_string),
         };
         Voice {
+            history: Some(Arc::new(super::ZulipHistory {
+                client: Arc::clone(&self.client),
+            })),
             poster: Poster {
                 identity: profile.name.clone(),
                 channel: profile.executor_channel.clone(),
             },
             people: People {
                 owner_fallback,
+                approvers: profile.approvers.clone(),
                 naming: Arc::new(super::ZulipNaming),
             },
         }
@@ -199,7 +203,8 @@ pub async fn owner_mention(
     }
 }
 
-fn fallback_mention(owner: &crate::profile::UserRef) -> String {
+/// The owner's mention without a lookup: `@**|26**` by id; an email as it is.
+pub fn fallback_mention(owner: &crate::profile::UserRef) -> String {
     match owner {
         crate::profile::UserRef::Id(id) => format!("@**|{id}**"),
         crate::profile::UserRef::Email(email) => email.clone(),

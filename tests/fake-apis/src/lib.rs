@@ -1,6 +1,7 @@
 //! Strict fakes of the HTTP APIs Eagle talks to besides Zulip, for its
 //! integration tests: [`FakeGitHub`] (REST `2022-11-28` and GraphQL) and
-//! [`FakeAsana`] (REST 1.0).
+//! [`FakeAsana`] (REST 1.0), and [`FakeLlm`] (Anthropic's Messages API and
+//! OpenAI's Chat Completions, scripted).
 //!
 //! Each serves on 127.0.0.1 in-process, records every request, and treats
 //! every departure from what the real service documents as a *violation*:
@@ -18,6 +19,7 @@
 mod asana;
 mod common;
 mod github;
+mod llm;
 
 #[cfg(test)]
 mod tests;
@@ -32,3 +34,4 @@ pub use github::model::{
     ACTIONS_APP_ID, CheckRunSpec, Dispatch, Fault as GitHubFault, IssueComment, PrSnapshot, PrSpec,
     RateLimit, RepoSpec, Rerun, Resource, Route as GitHubRoute, WorkflowRunSpec, WorkflowSpec,
 };
+pub use llm::{FakeLlm, LlmCall, LlmFault, Rule as LlmRule, Step as LlmStep};

@@ -94,6 +94,9 @@ impl Worker {
         let mut flooded = false;
         let mut session = None;
         let mut posted_status = false;
+        // What the worker says it is doing, for `!status run N` (every
+        // line, whether or not the topic hears it).
+        let mut said = Vec::new();
         for line in &self.unprocessed {
             for event in events(&line.text, self.kind) {
                 match event {
@@ -148,6 +151,9 @@ impl Worker {
                                 done = Some((p.action.clone(), p.body.clone()));
                             }
                             let text = relay(&p, run, self.private);
+                            if p.tag == Tag::Status {
+                                said.push(text.clone());
+                            }
                             // The first status after a quiet spell goes out at
                             // once; a burst after it is coalesced (the newest wins).
                             let interval = self.shared.settings.status_interval;
@@ -198,6 +204,8 @@ impl Worker {
                 }
             }
         }
+        let skip = said.len().saturating_sub(crate::store::STATUS_LINES_KEPT);
+        tx.push_status_lines(run, &said[skip..]).await?;
         let offset = self.unprocessed.last().map_or(0, |l| l.end) as i64;
         tx.record_progress(
             &self.fence,
