@@ -165,6 +165,7 @@ fn the_inbox_is_cleaned_by_its_commands(home: &Home) {
 fn inbox_commands_on_sqlite() {
     let mut home = Home::new();
     home.set("EAGLE_APPROVERS", BOSS)
+        .set("EAGLE_OWNER", BOSS)
         .set("USER", "boss")
         .set("EAGLE_RUNNER__MAX_WORKERS", "1");
     the_inbox_is_cleaned_by_its_commands(&home);
@@ -176,6 +177,7 @@ fn inbox_commands_on_postgres() {
     let schema = runtime.block_on(PgSchema::create());
     let mut home = Home::new();
     home.set("EAGLE_APPROVERS", BOSS)
+        .set("EAGLE_OWNER", BOSS)
         .set("USER", "boss")
         .set("EAGLE_RUNNER__MAX_WORKERS", "1")
         .set("EAGLE_DATABASE_URL", &schema.url());

@@ -377,7 +377,9 @@ async fn long_replies_are_split_not_truncated() {
         ..FakeConfig::default()
     })
     .await;
-    let home = realm.home();
+    let mut home = realm.home();
+    // Every part of the whole list, however many commands there are.
+    home.set("EAGLE_CHAT__MAX_REPLY_PARTS", "20");
     let _eagle = Running::start(&home, "eagle");
     realm.wait_listening(realm.eagle, 1).await;
     realm.fake.post(realm.alex, "general", "help", "!help");
