@@ -81,6 +81,7 @@ impl Milestones {
     async fn tell(&self, run: &Run, escalation: Option<&Request>) -> Result<(), StoreError> {
         let mut tx = self.store.begin_read().await?;
         let task = tx.task_by_gid(&run.task_gid).await?;
+        let told = tx.told_milestones(run.id).await?;
         drop(tx);
         let Some(task) = task else { return Ok(()) };
         let Some(to) = crate::analyzer::origin_destination(&task) else {
@@ -93,6 +94,11 @@ impl Milestones {
             )],
             None => self.lines(run, &task),
         };
+        // Every change wakes this loop: a write only for what is new.
+        let lines: Vec<_> = lines
+            .into_iter()
+            .filter(|(key, _)| !told.contains(key))
+            .collect();
         if lines.is_empty() {
             return Ok(());
         }

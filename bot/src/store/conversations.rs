@@ -386,6 +386,17 @@ impl Tx {
         Ok(total.unwrap_or(0.0))
     }
 
+    /// The milestones of a run told so far.
+    pub async fn told_milestones(&mut self, run_id: i64) -> Result<Vec<String>> {
+        on_tx!(self, conn => {
+            sqlx::query_scalar("SELECT milestone FROM milestones WHERE run_id = $1")
+                .bind(run_id)
+                .fetch_all(conn)
+                .await
+        })
+        .op("reading a run's milestones")
+    }
+
     /// Tells a run's milestone once: false if it was told before.
     pub async fn mark_milestone(&mut self, run_id: i64, milestone: &str) -> Result<bool> {
         let done = on_tx!(self, conn => {
