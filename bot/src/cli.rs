@@ -27,6 +27,12 @@ pub struct Cli {
     #[arg(long, global = true, env = profile::PROFILES_DIR_ENV, default_value = "profiles", value_name = "DIR")]
     pub profiles_dir: PathBuf,
 
+    /// How log lines are written: `text` for a person, `json` (one object
+    /// per line, with the span fields) for a log shipper. Without it, the
+    /// profile's `[ops] log_format`, else text.
+    #[arg(long, global = true, env = "EAGLE_LOG_FORMAT", value_name = "text|json", value_parser = parse_log_format)]
+    pub log_format: Option<crate::profile::LogFormat>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -579,7 +585,14 @@ pub(crate) fn load(
     name: &str,
     env: &BTreeMap<String, String>,
 ) -> anyhow::Result<Profile> {
-    Ok(Profile::load(dir, name, env)?)
+    let profile = Profile::load(dir, name, env)?;
+    crate::logging::use_profile_format(profile.ops.log_format);
+    Ok(profile)
+}
+
+fn parse_log_format(text: &str) -> Result<crate::profile::LogFormat, String> {
+    crate::profile::LogFormat::parse(text)
+        .ok_or_else(|| format!("{text:?} is not a log format: text or json"))
 }
 
 async fn open_store(profile: &Profile) -> anyhow::Result<Store> {

@@ -133,6 +133,11 @@ impl Daemon {
             loops: JoinSet::new(),
             stop: CancellationToken::new(),
         };
+        let name = |side: &Option<context::Side>| {
+            side.as_ref()
+                .map_or_else(String::new, |s| s.profile.name.clone())
+        };
+        let (eagle_name, executor_name) = (name(&daemon.ctx.eagle), name(&daemon.ctx.executor));
         if let Some((
             reload,
             decider,
@@ -144,33 +149,40 @@ impl Daemon {
             digest,
         )) = eagle
         {
-            daemon.spawn(reload);
-            daemon.spawn(decider);
-            daemon.spawn(analyzer);
-            daemon.spawn(carrier);
+            daemon.spawn(&eagle_name, reload);
+            daemon.spawn(&eagle_name, decider);
+            daemon.spawn(&eagle_name, analyzer);
+            daemon.spawn(&eagle_name, carrier);
             if let Some(intake) = intake {
-                daemon.spawn(intake);
+                daemon.spawn(&eagle_name, intake);
             }
             if let Some(conversations) = conversations {
-                daemon.spawn(conversations);
+                daemon.spawn(&eagle_name, conversations);
             }
-            daemon.spawn(milestones);
+            daemon.spawn(&eagle_name, milestones);
             if let Some(digest) = digest {
-                daemon.spawn(digest);
+                daemon.spawn(&eagle_name, digest);
             }
         }
         if let Some((runner, prs)) = executor {
-            daemon.spawn(runner);
-            daemon.spawn(prs);
+            daemon.spawn(&executor_name, runner);
+            daemon.spawn(&executor_name, prs);
         }
         Ok(daemon)
     }
 
-    fn spawn<L: BackgroundLoop + 'static>(&mut self, work: L) {
+    /// Starts one loop of `profile`'s role.
+    fn spawn<L: BackgroundLoop + 'static>(&mut self, profile: &str, work: L) {
+        if let Some(lease) = work.lease() {
+            self.ctx.health.expect_lease(lease.name);
+        }
         let store = self.ctx.store.clone();
         let instance = self.ctx.instance.clone();
-        self.loops
-            .spawn(drive(work, store, instance, self.stop.clone()));
+        let span = tracing::info_span!("loop", profile, name = L::NAME);
+        self.loops.spawn(tracing::Instrument::instrument(
+            drive(work, store, instance, self.stop.clone()),
+            span,
+        ));
     }
 
     /// The context the loops share.
@@ -224,9 +236,24 @@ pub async fn run<T: Transport>(
     mut transport: T,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    // Bound before anything starts: a port in use is a setting to fix.
+    let mut listeners = Vec::new();
+    for addr in ctx.ops_addresses() {
+        listeners.push(crate::ops::Listener::bind(addr, ctx.health.clone()).await?);
+    }
+    let ops_stop = CancellationToken::new();
+    let mut ops = JoinSet::new();
+    if !listeners.is_empty() {
+        ops.spawn(ctx.health.clone().keep_probing(ops_stop.clone()));
+    }
+    for listener in listeners {
+        ops.spawn(listener.serve(ops_stop.clone()));
+    }
     let mut daemon = Daemon::start(ctx)?;
     let listened = transport.listen(&daemon, &stop).await;
     daemon.drain().await;
     let finished = transport.finish(&daemon).await;
+    ops_stop.cancel();
+    while ops.join_next().await.is_some() {}
     listened.and(finished)
 }

@@ -11,6 +11,7 @@
 
 mod conversation;
 mod integrations;
+mod ops;
 mod plugin_spec;
 mod raw;
 mod review;
@@ -29,6 +30,7 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 
 pub use conversation::{BackendKind, ConversationSettings, DigestSettings};
+pub use ops::{LogFormat, OpsSettings};
 pub use raw::{ENV_PREFIX, RESERVED_ENV};
 pub use sandbox::{HostPattern, SandboxMode, SandboxSettings};
 pub use worker_env::WorkerEnv;
@@ -472,6 +474,8 @@ pub struct Profile {
     pub conversation: Option<ConversationSettings>,
     /// The owner's daily digest, if configured (Eagle's).
     pub digest: Option<DigestSettings>,
+    /// `[ops]`: the metrics and health listener, the log format.
+    pub ops: OpsSettings,
 }
 
 impl Profile {

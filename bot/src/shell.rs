@@ -188,6 +188,10 @@ where
             .as_ref()
             .ok_or_else(|| anyhow::anyhow!("the shell needs Eagle's profile"))?;
         let profile = &side.profile;
+        // The terminal is connected for as long as it listens.
+        for side in [&ctx.eagle, &ctx.executor].into_iter().flatten() {
+            crate::metrics::get().connected(&side.profile.name, true);
+        }
         // From a pipe, the first import is through before the shell can
         // call itself idle (what it imports is analysed in this session).
         if !self.options.interactive

@@ -17,8 +17,10 @@ mod carried;
 mod claims;
 mod controls;
 mod conversations;
+mod doorbell;
 mod egress;
 mod fence;
+mod gauges;
 mod holds;
 mod import;
 mod inbox;
@@ -68,6 +70,7 @@ pub use tasks::{
     NewRun, NewTask, Origin, PrWork, PrWorkSlot, Run, RunState, StatusCounts, Task, TaskStatus,
 };
 pub use transitions::{Transition, run_transition_allowed, task_transition_allowed};
+pub use gauges::Gauges;
 pub use watch::Changes;
 pub use workers::{PrOutcome, RunEnd, WorkerMirror};
 
@@ -248,6 +251,9 @@ pub struct Tx {
     hub: std::sync::Arc<watch::Hub>,
     /// Whether committing must wake the loops that watch for changes.
     notify: bool,
+    /// What is counted once the transaction commits (a rolled-back
+    /// decision is no decision).
+    counted: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 impl Tx {
@@ -260,9 +266,17 @@ impl Tx {
         }
         .op("committing")?;
         if self.notify {
-            self.hub.bump();
+            self.hub.committed();
+        }
+        for count in self.counted {
+            count();
         }
         Ok(())
+    }
+
+    /// Counts something in the metrics if (and when) this commits.
+    pub(crate) fn count_on_commit(&mut self, count: impl FnOnce() + Send + 'static) {
+        self.counted.push(Box::new(count));
     }
 
     /// Asks for the watching loops (the decider, the runner, other
@@ -353,6 +367,7 @@ impl Store {
             url: shown.clone(),
             source,
         };
+        let mut doorbell = None;
         let pool = if url.is_postgres() {
             let options = PgConnectOptions::from_str(url.expose()).map_err(connect_error)?;
             let pool = PoolOptions::<Postgres>::new()
@@ -370,7 +385,7 @@ impl Store {
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 .foreign_keys(true);
-            let file = options.get_filename();
+            let file = options.get_filename().to_path_buf();
             if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty())
                 && file.as_os_str() != ":memory:"
             {
@@ -385,12 +400,17 @@ impl Store {
                 .connect_with(options)
                 .await
                 .map_err(connect_error)?;
+            // The file exists now (unless it is in memory): the processes
+            // sharing it ring each other beside it.
+            doorbell = std::fs::canonicalize(&file)
+                .ok()
+                .and_then(|file| doorbell::Doorbell::beside(&file));
             Pool::Sqlite(pool)
         };
         Ok(Store {
             pool,
             url: shown,
-            hub: watch::Hub::new(),
+            hub: watch::Hub::new(doorbell),
         })
     }
 
@@ -400,10 +420,7 @@ impl Store {
     /// or two instances). PostgreSQL serialises them with an advisory lock;
     /// on SQLite a loser of the race sees the winner's work and retries.
     pub async fn migrate(&self) -> Result<usize> {
-        let known = match &self.pool {
-            Pool::Sqlite(_) => sqlx::migrate!("../migrations/sqlite").iter().count(),
-            Pool::Postgres(_) => sqlx::migrate!("../migrations/postgres").iter().count(),
-        };
+        let known = self.known_migrations();
         let before = self.applied_migrations().await.unwrap_or(0);
         let mut attempt = 0;
         loop {
@@ -430,6 +447,14 @@ impl Store {
                     tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
                 }
             }
+        }
+    }
+
+    /// How many migrations this binary knows.
+    pub fn known_migrations(&self) -> usize {
+        match &self.pool {
+            Pool::Sqlite(_) => sqlx::migrate!("../migrations/sqlite").iter().count(),
+            Pool::Postgres(_) => sqlx::migrate!("../migrations/postgres").iter().count(),
         }
     }
 
@@ -479,6 +504,7 @@ impl Store {
             inner,
             hub: std::sync::Arc::clone(&self.hub),
             notify: false,
+            counted: Vec::new(),
         }
     }
 

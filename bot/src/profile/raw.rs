@@ -17,6 +17,7 @@ pub const ENV_PREFIX: &str = "EAGLE_";
 /// directory, and what a runner hands its workers (`eagle request` reads them).
 pub const RESERVED_ENV: &[&str] = &[
     "EAGLE_PROFILES_DIR",
+    "EAGLE_LOG_FORMAT",
     "EAGLE_RUN_ID",
     "EAGLE_RUN_SOCKET",
     "EAGLE_RUN_TOKEN",
@@ -143,6 +144,9 @@ const ENV_KEYS: &[&str] = &[
     "digest.utc_offset",
     "digest.channel",
     "digest.topic",
+    "ops.listen",
+    "ops.beyond_loopback",
+    "ops.log_format",
 ];
 
 /// A user named in a profile: a Zulip user id or an email address.
@@ -184,6 +188,8 @@ pub struct RawProfile {
     #[serde(default)]
     pub conversation: super::conversation::RawConversation,
     pub digest: Option<super::conversation::RawDigest>,
+    #[serde(default)]
+    pub ops: super::ops::RawOps,
 }
 
 #[derive(Debug, Default, Deserialize)]

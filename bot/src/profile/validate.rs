@@ -354,6 +354,7 @@ pub fn validate(
     let conversation =
         super::conversation::conversation(raw.conversation, &origins, persona.as_deref(), env)?;
     let digest = super::conversation::digest(raw.digest, &origins, &executor_channel)?;
+    let ops = super::ops::ops(raw.ops, &origins)?;
     // An escalation must reach someone: Eagle with approvers names its owner.
     if role == Role::Orchestrator && !approvers.is_empty() && owner.is_none() {
         return Err(origins.error(
@@ -389,6 +390,7 @@ pub fn validate(
         shell_wait,
         conversation,
         digest,
+        ops,
     })
 }
 
