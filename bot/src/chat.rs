@@ -329,7 +329,8 @@ pub async fn handle_message(
     message: &InboundMessage,
 ) -> Result<Handled, StoreError> {
     let started = std::time::Instant::now();
-    let span = tracing::info_span!("message", profile = %message.identity, message = message.message_id);
+    let span =
+        tracing::info_span!("message", profile = %message.identity, message = message.message_id);
     let handled = tracing::Instrument::instrument(handle(ctx, message), span).await;
     if let Ok(Handled::Replied { .. }) = handled {
         crate::metrics::get()

@@ -42,12 +42,12 @@ pub fn init(default_filter: &str, rust_log: Option<&str>, colour: bool, format: 
         },
         _ => (default_filter.to_string(), None),
     };
-    let (layer, handle) = reload::Layer::new(layer(
-        format.unwrap_or_default(),
-        &filter,
-        colour,
-    ));
-    if tracing_subscriber::registry().with(layer).try_init().is_err() {
+    let (layer, handle) = reload::Layer::new(layer(format.unwrap_or_default(), &filter, colour));
+    if tracing_subscriber::registry()
+        .with(layer)
+        .try_init()
+        .is_err()
+    {
         return;
     }
     let _ = INSTALLED.set(Installed {

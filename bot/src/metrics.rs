@@ -168,31 +168,123 @@ impl Metrics {
             registry: Registry::default(),
         };
         let r = &mut registry;
-        r.register("requests", "Worker requests recorded, by action", m.requests.clone());
-        r.register("decisions", "Requests decided, by action, outcome and who decided (the plugin, or human)", m.decisions.clone());
-        r.register("decision_seconds", "From a request's recording to its decision", m.decision_seconds.clone());
-        r.register("run_transitions", "Run state changes, by the states left and entered", m.run_transitions.clone());
-        r.register("reaction_seconds", "From a chat message handed to Eagle to its answer stored for delivery", m.reaction_seconds.clone());
-        r.register("hook_seconds", "The runner's answer to one tool-call hook of a worker", m.hook_seconds.clone());
-        r.register("zulip_calls", "Zulip API calls, by endpoint and outcome", m.zulip_calls.clone());
-        r.register("zulip_rate_limited", "Zulip answers 429", m.zulip_rate_limited.clone());
-        r.register("zulip_pacer_wait_seconds", "Time spent waiting for Zulip's rate-limit budget", m.pacer_wait_seconds.clone());
-        r.register("plugin_calls", "Policy plugin calls, by plugin and outcome", m.plugin_calls.clone());
-        r.register("plugin_fuel", "Fuel the policy plugins consumed", m.plugin_fuel.clone());
-        r.register("github_calls", "GitHub API calls, by outcome", m.github_calls.clone());
-        r.register("github_rate_remaining", "GitHub's remaining rate-limit budget, by resource, as last answered", m.github_remaining.clone());
-        r.register("asana_calls", "Asana API calls, by outcome", m.asana_calls.clone());
-        r.register("sandbox_refusals", "Connections the sandbox's egress proxy refused", m.sandbox_refusals.clone());
-        r.register("transport_connected", "Whether each identity's chat transport is connected (its event queue answers)", m.transport_connected.clone());
-        r.register("database_up", "Whether the last scrape could read the database (1) or not (0)", m.database_up.clone());
+        r.register(
+            "requests",
+            "Worker requests recorded, by action",
+            m.requests.clone(),
+        );
+        r.register(
+            "decisions",
+            "Requests decided, by action, outcome and who decided (the plugin, or human)",
+            m.decisions.clone(),
+        );
+        r.register(
+            "decision_seconds",
+            "From a request's recording to its decision",
+            m.decision_seconds.clone(),
+        );
+        r.register(
+            "run_transitions",
+            "Run state changes, by the states left and entered",
+            m.run_transitions.clone(),
+        );
+        r.register(
+            "reaction_seconds",
+            "From a chat message handed to Eagle to its answer stored for delivery",
+            m.reaction_seconds.clone(),
+        );
+        r.register(
+            "hook_seconds",
+            "The runner's answer to one tool-call hook of a worker",
+            m.hook_seconds.clone(),
+        );
+        r.register(
+            "zulip_calls",
+            "Zulip API calls, by endpoint and outcome",
+            m.zulip_calls.clone(),
+        );
+        r.register(
+            "zulip_rate_limited",
+            "Zulip answers 429",
+            m.zulip_rate_limited.clone(),
+        );
+        r.register(
+            "zulip_pacer_wait_seconds",
+            "Time spent waiting for Zulip's rate-limit budget",
+            m.pacer_wait_seconds.clone(),
+        );
+        r.register(
+            "plugin_calls",
+            "Policy plugin calls, by plugin and outcome",
+            m.plugin_calls.clone(),
+        );
+        r.register(
+            "plugin_fuel",
+            "Fuel the policy plugins consumed",
+            m.plugin_fuel.clone(),
+        );
+        r.register(
+            "github_calls",
+            "GitHub API calls, by outcome",
+            m.github_calls.clone(),
+        );
+        r.register(
+            "github_rate_remaining",
+            "GitHub's remaining rate-limit budget, by resource, as last answered",
+            m.github_remaining.clone(),
+        );
+        r.register(
+            "asana_calls",
+            "Asana API calls, by outcome",
+            m.asana_calls.clone(),
+        );
+        r.register(
+            "sandbox_refusals",
+            "Connections the sandbox's egress proxy refused",
+            m.sandbox_refusals.clone(),
+        );
+        r.register(
+            "transport_connected",
+            "Whether each identity's chat transport is connected (its event queue answers)",
+            m.transport_connected.clone(),
+        );
+        r.register(
+            "database_up",
+            "Whether the last scrape could read the database (1) or not (0)",
+            m.database_up.clone(),
+        );
         r.register("tasks", "Tasks, by status", m.tasks.clone());
         r.register("runs", "Runs, by state", m.runs.clone());
-        r.register("workers_running", "Workers running now (worker slots held), across every instance", m.workers_running.clone());
-        r.register("workers_limit", "The global worker limit (runner.max_workers)", m.workers_limit.clone());
-        r.register("escalations_waiting", "Requests escalated to a human and not answered yet", m.escalations_waiting.clone());
-        r.register("escalation_oldest_age_seconds", "How long the oldest waiting escalation has waited", m.escalation_oldest_seconds.clone());
-        r.register("outbox_depth", "Chat messages waiting for delivery", m.outbox_depth.clone());
-        r.register("outbox_oldest_age_seconds", "How long the oldest undelivered chat message has waited", m.outbox_oldest_seconds.clone());
+        r.register(
+            "workers_running",
+            "Workers running now (worker slots held), across every instance",
+            m.workers_running.clone(),
+        );
+        r.register(
+            "workers_limit",
+            "The global worker limit (runner.max_workers)",
+            m.workers_limit.clone(),
+        );
+        r.register(
+            "escalations_waiting",
+            "Requests escalated to a human and not answered yet",
+            m.escalations_waiting.clone(),
+        );
+        r.register(
+            "escalation_oldest_age_seconds",
+            "How long the oldest waiting escalation has waited",
+            m.escalation_oldest_seconds.clone(),
+        );
+        r.register(
+            "outbox_depth",
+            "Chat messages waiting for delivery",
+            m.outbox_depth.clone(),
+        );
+        r.register(
+            "outbox_oldest_age_seconds",
+            "How long the oldest undelivered chat message has waited",
+            m.outbox_oldest_seconds.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -214,7 +306,11 @@ impl Metrics {
             })
             .inc();
         if let Some(waited) = waited {
-            let by = if decided_by == "human" { "human" } else { "policy" };
+            let by = if decided_by == "human" {
+                "human"
+            } else {
+                "policy"
+            };
             self.decision_seconds
                 .get_or_create(&DeciderLabels { by: by.into() })
                 .observe(waited.as_secs_f64());
@@ -288,14 +384,24 @@ mod tests {
     #[test]
     fn the_exposition_names_each_family_with_its_labels() {
         let m = Metrics::new();
-        m.decided("merge_pr", "escalate", "default-approval", Some(Duration::from_millis(3)));
+        m.decided(
+            "merge_pr",
+            "escalate",
+            "default-approval",
+            Some(Duration::from_millis(3)),
+        );
         m.zulip_call("messages", "rate_limited");
-        m.runs.get_or_create(&StateLabels { state: "pr".into() }).set(2);
+        m.runs
+            .get_or_create(&StateLabels { state: "pr".into() })
+            .set(2);
         let text = m.encode();
         assert!(text.contains(
             "eagle_decisions_total{action=\"merge_pr\",outcome=\"escalate\",decided_by=\"default-approval\"} 1"
         ), "{text}");
-        assert!(text.contains("eagle_decision_seconds_count{by=\"policy\"} 1"), "{text}");
+        assert!(
+            text.contains("eagle_decision_seconds_count{by=\"policy\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("eagle_zulip_rate_limited_total 1"), "{text}");
         assert!(text.contains("eagle_runs{state=\"pr\"} 2"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");

@@ -173,7 +173,14 @@ pub async fn refresh_gauges(store: &Store) -> bool {
     for (state, count) in gauges.runs {
         m.runs.get_or_create(&StateLabels { state }).set(count);
     }
-    for state in ["queued", "in_progress", "pr", "complete", "abandoned", "cancelled"] {
+    for state in [
+        "queued",
+        "in_progress",
+        "pr",
+        "complete",
+        "abandoned",
+        "cancelled",
+    ] {
         let _ = m.runs.get_or_create(&StateLabels {
             state: state.into(),
         });
@@ -249,7 +256,10 @@ async fn ready(State(health): State<Arc<Health>>) -> impl IntoResponse {
         Ok(()) => (StatusCode::OK, "ready\n".to_string()),
         Err(problems) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            problems.iter().map(|p| format!("{p}\n")).collect::<String>(),
+            problems
+                .iter()
+                .map(|p| format!("{p}\n"))
+                .collect::<String>(),
         ),
     }
 }

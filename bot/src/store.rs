@@ -55,6 +55,7 @@ pub use conversations::{
 };
 pub use egress::{EgressRefusal, NewRefusals, OTHER_HOSTS};
 pub use fence::Fence;
+pub use gauges::Gauges;
 pub use import::{ImportedRun, ImportedTask};
 pub use inbox::Bookmark;
 pub use intake::{ExternalTask, Upserted};
@@ -70,7 +71,6 @@ pub use tasks::{
     NewRun, NewTask, Origin, PrWork, PrWorkSlot, Run, RunState, StatusCounts, Task, TaskStatus,
 };
 pub use transitions::{Transition, run_transition_allowed, task_transition_allowed};
-pub use gauges::Gauges;
 pub use watch::Changes;
 pub use workers::{PrOutcome, RunEnd, WorkerMirror};
 

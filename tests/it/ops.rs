@@ -77,7 +77,9 @@ struct Prometheus {
 impl Prometheus {
     fn start(targets: &[(&str, u16)]) -> Prometheus {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = String::from("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n");
+        let mut config = String::from(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n",
+        );
         for (job, port) in targets {
             config.push_str(&format!(
                 "  - job_name: {job}\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
@@ -199,16 +201,22 @@ async fn prometheus_holds_the_seed_story_and_json_logs_follow_one_request() {
     // Both serve health at once, and are ready once their loops lead.
     for port in [eagle_port, executor_port] {
         let url = format!("http://127.0.0.1:{port}");
-        let (ok, answer) = poll_until(WAIT, async || get(&format!("{url}/readyz")).await, |a| {
-            a.as_ref().is_some_and(|(s, _)| *s == 200)
-        })
+        let (ok, answer) = poll_until(
+            WAIT,
+            async || get(&format!("{url}/readyz")).await,
+            |a| a.as_ref().is_some_and(|(s, _)| *s == 200),
+        )
         .await;
         assert!(ok, "{url}/readyz: {answer:?}\n{}", eagle.log());
         assert_eq!(get(&format!("{url}/healthz")).await.map(|a| a.0), Some(200));
     }
 
-    realm.fake.post(realm.alex, "general", "tabs", "!queue Fix the tab preview");
-    realm.wait_replies("general", "tabs", |r| !r.is_empty()).await;
+    realm
+        .fake
+        .post(realm.alex, "general", "tabs", "!queue Fix the tab preview");
+    realm
+        .wait_replies("general", "tabs", |r| !r.is_empty())
+        .await;
     realm.fake.post(realm.alex, "general", "tabs", "!go 1");
     crate::executor::wait_post(&realm, realm.eagle, "[ESCALATED: merge_pr] run:1").await;
 
@@ -221,7 +229,12 @@ async fn prometheus_holds_the_seed_story_and_json_logs_follow_one_request() {
         let requests = store.requests_of_run(1).await.unwrap();
         requests.iter().find(|r| r.action == "merge_pr").unwrap().id
     };
-    realm.fake.post(realm.alex, "executor", "run 1", &format!("!approve 1 {merge}"));
+    realm.fake.post(
+        realm.alex,
+        "executor",
+        "run 1",
+        &format!("!approve 1 {merge}"),
+    );
     crate::executor::wait_post(&realm, realm.executor, "[DONE: pr_ready] run:1").await;
 
     // The journey, as Prometheus holds it afterwards: the run's state
@@ -262,7 +275,11 @@ async fn prometheus_holds_the_seed_story_and_json_logs_follow_one_request() {
         .await;
     let (answered, _) = poll_until(
         WAIT,
-        async || prometheus.query(r#"eagle_escalations_waiting{job="eagle"}"#).await,
+        async || {
+            prometheus
+                .query(r#"eagle_escalations_waiting{job="eagle"}"#)
+                .await
+        },
         |series| series.len() == 1 && series[0].1 == 0.0,
     )
     .await;
@@ -272,16 +289,25 @@ async fn prometheus_holds_the_seed_story_and_json_logs_follow_one_request() {
         .await;
     assert_eq!(waited.first().map(|s| s.1), Some(1.0), "{waited:?}");
     prometheus
-        .wait_for(r#"eagle_decision_seconds_count{job="eagle",by="human"}"#, 1.0)
+        .wait_for(
+            r#"eagle_decision_seconds_count{job="eagle",by="human"}"#,
+            1.0,
+        )
         .await;
     prometheus
-        .wait_for(r#"eagle_requests_total{job="executor",action="merge_pr"}"#, 1.0)
+        .wait_for(
+            r#"eagle_requests_total{job="executor",action="merge_pr"}"#,
+            1.0,
+        )
         .await;
     prometheus
         .wait_for(r#"eagle_plugin_calls_total{job="eagle",outcome="ok"}"#, 4.0)
         .await;
     prometheus
-        .wait_for(r#"eagle_zulip_calls_total{job="eagle",endpoint="messages",outcome="ok"}"#, 1.0)
+        .wait_for(
+            r#"eagle_zulip_calls_total{job="eagle",endpoint="messages",outcome="ok"}"#,
+            1.0,
+        )
         .await;
     prometheus
         .wait_for(r#"eagle_reaction_seconds_count{job="eagle"}"#, 2.0)
@@ -294,16 +320,17 @@ async fn prometheus_holds_the_seed_story_and_json_logs_follow_one_request() {
 
     // One request, followed across both identities by its run and id.
     let by = |lines: &[Value], message: &str| {
-        lines
-            .iter()
-            .any(|l| {
-                l["fields"]["message"].as_str().or(l["message"].as_str()) == Some(message)
-                    && carries(l, "run", 1)
-                    && carries(l, "request", merge)
-            })
+        lines.iter().any(|l| {
+            l["fields"]["message"].as_str().or(l["message"].as_str()) == Some(message)
+                && carries(l, "run", 1)
+                && carries(l, "request", merge)
+        })
     };
     assert!(
-        by(&executor_lines, "request recorded; waiting for the decision"),
+        by(
+            &executor_lines,
+            "request recorded; waiting for the decision"
+        ),
         "the runner's line for request {merge}:\n{executor_log}"
     );
     assert!(
@@ -312,9 +339,11 @@ async fn prometheus_holds_the_seed_story_and_json_logs_follow_one_request() {
     );
     // The loops' spans name their profile.
     assert!(
-        executor_lines.iter().any(|l| l["spans"]
-            .as_array()
-            .is_some_and(|s| s.iter().any(|s| s["name"] == "loop" && s["profile"] == "executor"))),
+        executor_lines
+            .iter()
+            .any(|l| l["spans"].as_array().is_some_and(|s| s
+                .iter()
+                .any(|s| s["name"] == "loop" && s["profile"] == "executor"))),
         "the executor's loop spans"
     );
 
@@ -386,9 +415,11 @@ async fn wait_ready(port: u16, ready: bool, child: &Path) -> String {
     // were last taken: a database that lost its rows is held again by then.
     let within = if ready { WAIT * 2 } else { WAIT };
     let want = if ready { 200 } else { 503 };
-    let (ok, answer) = poll_until(within, async || readyz(port).await, |a| {
-        a.as_ref().is_some_and(|(s, _)| *s == want)
-    })
+    let (ok, answer) = poll_until(
+        within,
+        async || readyz(port).await,
+        |a| a.as_ref().is_some_and(|(s, _)| *s == want),
+    )
     .await;
     assert!(
         ok,
@@ -429,14 +460,22 @@ async fn readyz_follows_postgres_and_the_schema_without_a_restart() {
     let why = wait_ready(port, false, &log).await;
     assert!(why.contains("database"), "{why}");
     let health = get(&format!("http://127.0.0.1:{port}/healthz")).await;
-    assert_eq!(health.map(|h| h.0), Some(200), "alive while the database is not");
-    let metrics = get(&format!("http://127.0.0.1:{port}/metrics")).await.unwrap();
+    assert_eq!(
+        health.map(|h| h.0),
+        Some(200),
+        "alive while the database is not"
+    );
+    let metrics = get(&format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .unwrap();
     assert!(metrics.1.contains("eagle_database_up 0"), "{}", metrics.1);
 
     // It comes back: ready again, the same process.
     gate.set(true);
     wait_ready(port, true, &log).await;
-    let metrics = get(&format!("http://127.0.0.1:{port}/metrics")).await.unwrap();
+    let metrics = get(&format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .unwrap();
     assert!(metrics.1.contains("eagle_database_up 1"), "{}", metrics.1);
 
     // The schema goes missing (an operator's mistake): not ready, and

@@ -218,7 +218,12 @@ async fn request(
     let deadline = tokio::time::Instant::now() + ctx.shared.settings.request_wait;
     let decided = wait(ctx, &[recorded.id], deadline).await?;
     if let Some(request) = &decided {
-        tracing::debug!(run = ctx.fence.run, request = request.id, status = request.status.as_str(), "decision handed to the worker");
+        tracing::debug!(
+            run = ctx.fence.run,
+            request = request.id,
+            status = request.status.as_str(),
+            "decision handed to the worker"
+        );
     }
     let Some(request) = decided else {
         return Ok(Answer::new(Status::Stop, stop_reason(ctx)));
