@@ -131,3 +131,55 @@ impl Drop for Bell {
         let _ = std::fs::remove_file(&self.path);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_ring_reaches_the_other_process_and_a_dead_ones_socket_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("eagle.db");
+        std::fs::write(&file, b"").unwrap();
+        let here = Doorbell::beside(&file).expect("a doorbell");
+        let there = Doorbell::beside(&file).expect("the same doorbell");
+        let bell = there.listen().expect("bound");
+        // A process that died without removing its socket.
+        let dead = dir.path().join("eagle.db.wake/1-deadbeef.sock");
+        drop(std::os::unix::net::UnixDatagram::bind(&dead).unwrap());
+        assert!(dead.exists());
+
+        here.ring();
+        tokio::time::timeout(Duration::from_secs(10), bell.rung())
+            .await
+            .expect("rung")
+            .unwrap();
+        assert!(!dead.exists(), "a socket nobody listens on is removed");
+        // Many rings make one wake-up; the ringer never rings itself.
+        let own = here.listen().expect("bound");
+        for _ in 0..100 {
+            here.ring();
+        }
+        tokio::time::timeout(Duration::from_secs(10), bell.rung())
+            .await
+            .expect("rung")
+            .unwrap();
+        let mut buf = [0u8; 8];
+        assert!(bell.socket.try_recv(&mut buf).is_err(), "drained");
+        assert!(own.socket.try_recv(&mut buf).is_err(), "not rung by itself");
+        let path = bell.path.clone();
+        drop(bell);
+        assert!(!path.exists(), "its file goes with it");
+    }
+
+    #[test]
+    fn a_directory_of_someone_else_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("eagle.db");
+        let wake = dir.path().join("eagle.db.wake");
+        std::os::unix::fs::symlink("/tmp", &wake).unwrap();
+        assert!(Doorbell::beside(&file).is_none(), "a symlink is refused");
+    }
+}
