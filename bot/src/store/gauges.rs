@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{QueryContext as _, Result, Store, on_tx};
+use super::{QueryContext as _, Result, Store, on_pool, on_tx};
 
 /// The state the ops listener exports as gauges.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,9 +81,17 @@ impl Store {
     /// Whether the database answers and holds this binary's schema: the
     /// readiness check.
     pub async fn schema_ready(&self) -> Result<bool> {
-        let known = self.known_migrations();
-        let applied = self.applied_migrations().await?;
-        Ok(applied >= known)
+        match self.applied_migrations().await {
+            Ok(applied) => Ok(applied >= self.known_migrations()),
+            // The database answers, but not about migrations: the schema
+            // is missing (an empty database, a schema dropped).
+            Err(error) => {
+                on_pool!(self, pool => sqlx::query("SELECT 1").execute(pool).await.map(|_| ()))
+                    .op("reaching the database")?;
+                tracing::debug!(%error, "no migrations table");
+                Ok(false)
+            }
+        }
     }
 
     /// The names of the leases in `names` that nobody holds now.
@@ -92,8 +100,8 @@ impl Store {
         let mut tx = self.begin_read().await?;
         let now = tx.clock().await?;
         for name in names {
-            let held: Option<i64> = on_tx!(tx, conn => {
-                sqlx::query_scalar("SELECT 1 FROM leases WHERE name = $1 AND expires_at > $2")
+            let held: Option<String> = on_tx!(tx, conn => {
+                sqlx::query_scalar("SELECT owner FROM leases WHERE name = $1 AND expires_at > $2")
                     .bind(name)
                     .bind(now)
                     .fetch_optional(&mut *conn)
