@@ -40,6 +40,7 @@ mod hardening;
 mod inbox;
 mod limits;
 mod moving_in;
+mod ops;
 mod policy;
 mod prloop;
 mod promises;
