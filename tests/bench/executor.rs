@@ -241,6 +241,35 @@ fn hook_calls(env: &BTreeMap<String, String>) {
     );
 }
 
+/// `/healthz`, `/readyz` (1,000 each) and `/metrics` (100) of Eagle's
+/// listener, over one kept-alive connection.
+async fn endpoints(port: u16) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    for (path, n) in [("healthz", 1_000), ("readyz", 1_000), ("metrics", 100)] {
+        let url = format!("http://127.0.0.1:{port}/{path}");
+        let mut times = Vec::with_capacity(n);
+        let mut bytes = 0;
+        for _ in 0..n {
+            let started = Instant::now();
+            let response = client.get(&url).send().await.expect("an answer");
+            assert!(
+                response.status().is_success(),
+                "{path}: {}",
+                response.status()
+            );
+            bytes = response.bytes().await.unwrap().len();
+            times.push(started.elapsed());
+        }
+        times.sort();
+        println!(
+            "  /{path} ({n} requests, {bytes} bytes): p50 {:.3} ms, p99 {:.3} ms",
+            percentile(&times, 0.5),
+            percentile(&times, 0.99)
+        );
+    }
+}
+
 /// Resident memory of a process now and at its peak, in MiB.
 fn rss(pid: u32) -> (f64, f64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -320,9 +349,19 @@ async fn two_processes(label: &str, postgres: Option<String>) {
             home.path().join("data/eagle.db").display()
         ),
     };
+    let ops_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
     let spawn = |profile: &str| {
+        let listen = if profile == "eagle" {
+            format!("127.0.0.1:{ops_port}")
+        } else {
+            String::new()
+        };
         Command::new(eagle_bin())
             .args(["run", "--profile", profile])
+            .env("EAGLE_OPS__LISTEN", listen)
             .env_clear()
             .env("HOME", home.path())
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -350,6 +389,7 @@ async fn two_processes(label: &str, postgres: Option<String>) {
     go(&store).await;
     let worker = worker_env(&store).await;
     measure(&format!("two processes (eagle run × 2), {label}"), worker).await;
+    endpoints(ops_port).await;
     for (name, child) in [("eagle", &eagle), ("executor", &executor)] {
         let (now, peak) = rss(child.id());
         println!(

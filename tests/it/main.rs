@@ -38,6 +38,7 @@ mod executor;
 mod github;
 mod hardening;
 mod inbox;
+mod install;
 mod limits;
 mod moving_in;
 mod ops;

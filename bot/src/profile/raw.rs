@@ -349,8 +349,32 @@ pub fn load(path: &Path, env: &BTreeMap<String, String>) -> Result<RawProfile, P
     if !path.is_file() {
         return Err(ProfileError::new(&file, None, "no such profile file"));
     }
-    let mut builder =
-        Config::builder().add_source(File::from(path).format(FileFormat::Toml).required(true));
+    with_overrides(
+        &file,
+        Config::builder().add_source(File::from(path).format(FileFormat::Toml).required(true)),
+        env,
+    )
+}
+
+/// A built-in profile's text (named `label` in errors), with the same
+/// `EAGLE_*` overrides as a file.
+pub fn load_text(
+    label: &str,
+    text: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<RawProfile, ProfileError> {
+    with_overrides(
+        label,
+        Config::builder().add_source(File::from_str(text, FileFormat::Toml)),
+        env,
+    )
+}
+
+fn with_overrides(
+    file: &str,
+    mut builder: config::ConfigBuilder<config::builder::DefaultState>,
+    env: &BTreeMap<String, String>,
+) -> Result<RawProfile, ProfileError> {
     for (var, value) in env {
         let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
             continue;
@@ -384,10 +408,10 @@ pub fn load(path: &Path, env: &BTreeMap<String, String>) -> Result<RawProfile, P
     }
     let config = builder
         .build()
-        .map_err(|e| ProfileError::new(&file, None, clean_config_error(&e)))?;
+        .map_err(|e| ProfileError::new(file, None, clean_config_error(&e)))?;
     config
         .try_deserialize()
-        .map_err(|e| ProfileError::new(&file, None, clean_config_error(&e)))
+        .map_err(|e| ProfileError::new(file, None, clean_config_error(&e)))
 }
 
 fn env_names() -> String {
