@@ -99,8 +99,9 @@ pub struct Daemon {
 
 impl Daemon {
     /// Starts the loops of every role `ctx` holds: for Eagle, the plugin
-    /// reloader, the decider, the analyzer, the carrier and (with
-    /// `[asana]`) intake; for the executor, the runner and the PR loop.
+    /// reloader, the decider, the analyzer, the carrier, (with `[asana]`)
+    /// intake, the conversations, milestones, digest and the pruner; for
+    /// the executor, the runner and the PR loop.
     pub fn start(ctx: Context) -> anyhow::Result<Daemon> {
         // Everything is built before anything starts: a setting that is
         // wrong stops the daemon before one loop ran.
@@ -121,6 +122,7 @@ impl Daemon {
                 ctx.conversations()?,
                 ctx.milestones()?,
                 ctx.digest()?,
+                ctx.pruner()?,
             )),
             None => None,
         };
@@ -142,6 +144,7 @@ impl Daemon {
             conversations,
             milestones,
             digest,
+            pruner,
         )) = eagle
         {
             daemon.spawn(reload);
@@ -158,6 +161,7 @@ impl Daemon {
             if let Some(digest) = digest {
                 daemon.spawn(digest);
             }
+            daemon.spawn(pruner);
         }
         if let Some((runner, prs)) = executor {
             daemon.spawn(runner);

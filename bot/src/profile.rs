@@ -9,6 +9,7 @@
 //! read by the commands that talk to Zulip, so `eagle shell` and
 //! `eagle profile show` work without them.
 
+pub mod care;
 mod conversation;
 mod integrations;
 mod plugin_spec;
@@ -156,8 +157,6 @@ pub struct ZulipSettings {
     pub late_command_age: Duration,
     /// Register the event queue with `all_public_streams`.
     pub all_public_streams: bool,
-    /// How long handled messages and delivered replies are kept.
-    pub retention: Duration,
 }
 
 /// What one person may ask of Eagle at once (`[chat]`).
@@ -472,6 +471,8 @@ pub struct Profile {
     pub conversation: Option<ConversationSettings>,
     /// The owner's daily digest, if configured (Eagle's).
     pub digest: Option<DigestSettings>,
+    /// How long what may be pruned is kept (`[store] prune_after`).
+    pub prune_after: Duration,
 }
 
 impl Profile {

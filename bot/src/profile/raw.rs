@@ -56,6 +56,7 @@ const ENV_KEYS: &[&str] = &[
     "zulip.late_command_age",
     "zulip.all_public_streams",
     "zulip.retention",
+    "store.prune_after",
     "chat.max_commands",
     "chat.max_reply_parts",
     "chat.sender_rate",
@@ -184,6 +185,8 @@ pub struct RawProfile {
     #[serde(default)]
     pub conversation: super::conversation::RawConversation,
     pub digest: Option<super::conversation::RawDigest>,
+    #[serde(default)]
+    pub store: super::care::RawStore,
 }
 
 #[derive(Debug, Default, Deserialize)]
