@@ -11,7 +11,7 @@ use std::sync::mpsc;
 
 use chrono::{DateTime, Utc};
 use eagle::profile::DatabaseUrl;
-use eagle::store::{NewTask, Origin, Store};
+use eagle::store::{NewTask, Origin, RunState, Store};
 use sqlx::Connection as _;
 
 use crate::executor::fake_worker_command;
@@ -21,6 +21,7 @@ on_both_backends!(
     a_backup_taken_while_a_worker_runs_restores_and_status_reads_it,
     prune_removes_exactly_the_old_prunable_rows_and_dry_run_nothing,
     migrate_check_says_pending_then_up_to_date_and_a_newer_database_is_refused,
+    the_pruner_prunes_once_a_day_with_the_profiles_retention,
 );
 
 /// A home on `db` whose executor runs the fake worker.
@@ -161,7 +162,7 @@ async fn a_backup_taken_while_a_worker_runs_restores_and_status_reads_it(db: Db)
     let out = home.run(&["db", "backup", backup.to_str().unwrap()], "");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("1 tasks, 1 runs"), "{stdout}");
+    assert!(stdout.contains("tasks: 1, runs: 1, "), "{stdout}");
     let size = std::fs::metadata(&backup).unwrap();
     assert!(
         stdout.contains(&format!("({} bytes", size.len())),
@@ -214,6 +215,16 @@ async fn a_backup_taken_while_a_worker_runs_restores_and_status_reads_it(db: Db)
             url
         }
     };
+    // The copy holds the run as it was: in progress, its worker running.
+    let copy = Store::connect(&DatabaseUrl::new(restored_url.clone()))
+        .await
+        .unwrap();
+    let mut tx = copy.begin_read().await.unwrap();
+    let run = tx.run(1).await.unwrap().expect("run 1 in the copy");
+    assert_eq!(run.state, RunState::InProgress);
+    assert!(run.worker_pid.is_some(), "{run:?}");
+    drop(tx);
+    copy.close().await;
     let restored = read_status(&restored_url);
     assert!(
         restored.contains("**Run 1** of task #1 (Backed up mid-run"),
@@ -308,7 +319,12 @@ fn said(stdout: &str, table: &str, verb: &str) -> u64 {
         .split_once(verb)
         .unwrap_or_else(|| panic!("no {verb:?} in {line:?}"))
         .1;
-    rest.split_whitespace().next().unwrap().parse().unwrap()
+    rest.split_whitespace()
+        .next()
+        .unwrap()
+        .trim_end_matches(':')
+        .parse()
+        .unwrap()
 }
 
 async fn prune_removes_exactly_the_old_prunable_rows_and_dry_run_nothing(db: Db) {
@@ -544,6 +560,8 @@ fn pg_backup_hands_the_password_over_apart_and_prints_the_command_without_pg_dum
     url.set_password(Some(secret)).unwrap();
     let mut home = Home::new();
     home.set("EAGLE_DATABASE_URL", url.as_str());
+    let migrated = home.run(&["migrate"], "");
+    assert!(migrated.status.success(), "{}", text(&migrated).1);
     let empty = home.dir.path().join("empty-bin");
     std::fs::create_dir(&empty).unwrap();
     home.set("PATH", empty.to_str().unwrap());
@@ -610,4 +628,46 @@ fn pg_backup_hands_the_password_over_apart_and_prints_the_command_without_pg_dum
     );
     assert!(!stdout.contains("s3cr") && !stderr.contains("s3cr"));
     drop(schema);
+}
+
+async fn the_pruner_prunes_once_a_day_with_the_profiles_retention(db: Db) {
+    let test = TestDb::new(db).await;
+    let store = test.open().await;
+    let old = Utc::now() - chrono::TimeDelta::days(40);
+    let cache = "INSERT INTO http_cache (url, etag, body, stored_at) VALUES ($1, 'e', 'b', $1)";
+    exec(&test, db, &cache.replacen("($1", "('https://a/1'", 1), old).await;
+    let mut pruner = eagle::prune::Pruner::new(
+        store.clone(),
+        std::time::Duration::from_secs(30 * 24 * 3600),
+    );
+    let stop = tokio_util::sync::CancellationToken::new();
+    assert!(
+        eagle::background::once(&mut pruner, &store, "test".into(), &stop)
+            .await
+            .unwrap()
+    );
+    assert_eq!(count(&test, db, "http_cache").await, 0);
+    // Within the day it does not prune again, however often it looks.
+    exec(&test, db, &cache.replacen("($1", "('https://a/2'", 1), old).await;
+    assert!(
+        eagle::background::once(&mut pruner, &store, "test".into(), &stop)
+            .await
+            .unwrap()
+    );
+    assert_eq!(count(&test, db, "http_cache").await, 1);
+    // Another instance holding the lease prunes; this one does nothing.
+    let mut other =
+        eagle::prune::Pruner::new(store.clone(), std::time::Duration::from_secs(24 * 3600));
+    assert!(
+        store
+            .acquire_lease("pruner", "someone-else", std::time::Duration::from_secs(60))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !eagle::background::once(&mut other, &store, "test".into(), &stop)
+            .await
+            .unwrap()
+    );
+    store.close().await;
 }

@@ -183,10 +183,12 @@ impl PgTarget {
         if !options.is_empty() {
             kept.push(("options".into(), options.join(" ")));
         }
-        parsed.set_query(None);
-        if !kept.is_empty() {
-            parsed.query_pairs_mut().extend_pairs(kept);
-        }
+        // libpq decodes %XX only (a '+' stays a '+'): no form encoding.
+        let query: Vec<String> = kept
+            .iter()
+            .map(|(k, v)| format!("{}={}", uri_component(k), uri_component(v)))
+            .collect();
+        parsed.set_query((!query.is_empty()).then(|| query.join("&")).as_deref());
         parsed.set_fragment(None);
         Ok(PgTarget {
             uri: parsed.to_string(),
@@ -248,6 +250,20 @@ fn percent_decode(text: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A URI query's key or value, everything but the unreserved characters
+/// escaped.
+fn uri_component(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 /// Quotes a word for a POSIX shell when it needs it.
@@ -353,5 +369,60 @@ impl Drop for Temp {
         if let Some(path) = self.path.take() {
             let _ = std::fs::remove_file(path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(url: &str) -> PgTarget {
+        PgTarget::of(&DatabaseUrl::new(url)).expect("a URL")
+    }
+
+    #[test]
+    fn the_password_leaves_the_uri_and_sqlx_parameters_become_libpq_ones() {
+        let t = target(
+            "postgres://eagle:p%40ss%23w@db.example:5433/eagle?sslmode=require\
+             &options[search_path]=eagle,\"$user\"&options[statement_timeout]=5s&statement-cache-capacity=10",
+        );
+        assert_eq!(
+            t.password.as_ref().map(|p| p.expose_secret()),
+            Some("p@ss#w")
+        );
+        assert_eq!(t.schemas, ["eagle"]);
+        assert_eq!(
+            t.uri,
+            "postgres://eagle@db.example:5433/eagle?sslmode=require&options=-c%20statement_timeout%3D5s"
+        );
+        let line = t.command_line(Path::new("/backups/eagle 1.dump"));
+        assert_eq!(
+            line,
+            "PGPASSWORD='***' pg_dump --format=custom --file '/backups/eagle 1.dump' --schema=eagle \
+             '--dbname=postgres://eagle@db.example:5433/eagle?sslmode=require&options=-c%20statement_timeout%3D5s'"
+        );
+        assert!(!line.contains("p@ss") && !line.contains("p%40ss"));
+    }
+
+    #[test]
+    fn a_password_parameter_is_taken_out_too_and_no_password_means_no_pgpassword() {
+        let t = target("postgresql://eagle@localhost/eagle?password=hunter2");
+        assert_eq!(
+            t.password.as_ref().map(|p| p.expose_secret()),
+            Some("hunter2")
+        );
+        assert_eq!(t.uri, "postgresql://eagle@localhost/eagle");
+        let t = target("postgres://eagle@localhost/eagle");
+        assert!(t.password.is_none());
+        assert!(t.schemas.is_empty());
+        assert!(
+            t.command_line(Path::new("x.dump"))
+                .starts_with("pg_dump --format=custom --file x.dump --dbname=")
+        );
+    }
+
+    #[test]
+    fn percent_decoding_keeps_what_is_not_an_escape() {
+        assert_eq!(percent_decode("a%20b%zz%4"), "a b%zz%4");
     }
 }

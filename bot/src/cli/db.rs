@@ -154,13 +154,13 @@ async fn prune(
     println!(
         "{}: older than {} ({}):",
         store.url(),
-        humantime::format_duration(keep),
+        age(keep),
         cut.format("%Y-%m-%d %H:%M UTC")
     );
     let width = pruned.iter().map(|p| p.table.len()).max().unwrap_or(0);
     for table in &pruned {
         println!(
-            "  {:<width$}  {verb} {} ({})",
+            "  {:<width$}  {verb} {}: {}",
             table.table, table.rows, table.what
         );
     }
@@ -169,4 +169,13 @@ async fn prune(
         if dry_run { ", nothing changed" } else { "" }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// An age as people write it: whole days in days.
+fn age(keep: std::time::Duration) -> String {
+    const DAY: u64 = 24 * 3600;
+    match keep.as_secs() {
+        secs if secs % DAY == 0 => format!("{} day(s)", secs / DAY),
+        _ => humantime::format_duration(keep).to_string(),
+    }
 }

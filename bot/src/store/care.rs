@@ -42,7 +42,7 @@ pub const RULES: &[PruneRule] = &[
     // starts from it (with the saved bookmark), so it never moves back.
     PruneRule {
         table: "processed_messages",
-        what: "ids of handled chat messages (the newest of each bot kept)",
+        what: "ids of handled chat messages, the newest of each bot kept",
         condition: "processed_at < $1 AND message_id < (SELECT MAX(p.message_id) \
                     FROM processed_messages AS p WHERE p.identity = processed_messages.identity)",
     },
@@ -63,7 +63,7 @@ pub const RULES: &[PruneRule] = &[
     },
     PruneRule {
         table: "leases",
-        what: "leases expired long ago (runners and loops gone)",
+        what: "leases expired long ago: runners and loops gone",
         condition: "expires_at < $1",
     },
 ];
@@ -95,7 +95,7 @@ impl std::fmt::Display for RowCounts {
         let parts: Vec<String> = self
             .0
             .iter()
-            .map(|(what, n)| format!("{n} {what}"))
+            .map(|(what, n)| format!("{what}: {n}"))
             .collect();
         f.write_str(&parts.join(", "))
     }
