@@ -189,6 +189,20 @@ async fn a_backup_taken_while_a_worker_runs_restores_and_status_reads_it(db: Db)
     shell.finish();
     let forced = home.run(&["db", "backup", "--force", backup.to_str().unwrap()], "");
     assert!(forced.status.success(), "{}", text(&forced).1);
+    if db == Db::Sqlite {
+        // Never over the live database, --force or not.
+        let live = test
+            .url
+            .trim_start_matches("sqlite://")
+            .trim_end_matches("?mode=rwc");
+        let over = home.run(&["db", "backup", "--force", live], "");
+        assert!(!over.status.success());
+        assert!(
+            text(&over).1.contains("is the database itself"),
+            "{}",
+            text(&over).1
+        );
+    }
 
     let _pg;
     let restored_url = match db {

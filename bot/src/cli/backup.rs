@@ -42,6 +42,15 @@ pub(super) async fn backup(
     }
     let url = &profile.database_url;
     if let Some(db) = crate::store::sqlite_file(url)
+        && !db.is_file()
+    {
+        bail!(
+            "profile {}: there is no database at {} to back up",
+            profile.name,
+            db.display()
+        );
+    }
+    if let Some(db) = crate::store::sqlite_file(url)
         && let Some(db) = std::fs::canonicalize(&db).ok()
         && let Some(target) = canonical_target(file)
     {
@@ -105,10 +114,10 @@ async fn pg_backup(
     command
         .env_clear()
         .envs(env)
-        .env_remove("PGPASSWORD")
         .args(target.args(temp.path()))
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
+    // The URL's password wins over one the environment has.
     if let Some(password) = &target.password {
         command.env("PGPASSWORD", password.expose_secret());
     }
@@ -125,8 +134,8 @@ async fn pg_backup(
     }
     let size = temp.finish(file, force)?;
     println!(
-        "wrote {} ({size} bytes, pg_dump custom format, {} migration(s); restore with pg_restore): \
-         at the start {counts}",
+        "wrote {} ({size} bytes, pg_dump custom format, {} migration(s); restore with pg_restore); \
+         as the dump began: {counts}",
         file.display(),
         migrations.unwrap_or(0)
     );
