@@ -1,10 +1,12 @@
 //! The command line: what `eagle` accepts (the clap definitions) and the
 //! dispatch of each subcommand to the code behind it: the daemon for `run`
-//! and `shell`, `check`, `profile`, `policy`, the one-off passes of
-//! `analyze` and `import`, `completions`, `man` and `service`, and the
-//! worker-side commands.
+//! and `shell`, `check`, `profile`, `policy`, `migrate` and `db` (data
+//! care), the one-off passes of `analyze` and `import`, `completions`,
+//! `man` and `service`, and the worker-side commands.
 
+mod backup;
 mod check;
+mod db;
 mod docs;
 mod once;
 mod policy;
@@ -91,8 +93,12 @@ pub enum Command {
         #[arg(long, value_name = "EMAIL|ID")]
         user: Option<String>,
     },
-    /// Create or upgrade the database.
-    Migrate(ProfileArg),
+    /// Create or upgrade the database (`--check`: only say whether an
+    /// upgrade would migrate). A database a newer Eagle migrated is refused.
+    Migrate(db::MigrateArgs),
+    /// Back up the database, prune what may be pruned.
+    #[command(subcommand)]
+    Db(db::DbCommand),
     /// List, show and create profiles.
     #[command(subcommand)]
     Profile(ProfileCommand),
@@ -515,18 +521,10 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
             result?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Migrate(profile) => {
-            let profile = load(dir, &profile.profile, env)?;
-            let store = Store::connect(&profile.database_url).await?;
-            let applied = store.migrate().await?;
-            let total = store.applied_migrations().await?;
-            println!(
-                "{}: {applied} migration(s) applied now, {total} in all ({} backend)",
-                store.url(),
-                store.backend().as_str()
-            );
-            store.close().await;
-            Ok(ExitCode::SUCCESS)
+        Command::Migrate(args) => db::migrate(dir, args, env).await,
+        Command::Db(command) => {
+            harden();
+            db::run(dir, command, env).await
         }
         Command::Profile(ProfileCommand::List) => profiles::list(dir.dir()?, env),
         Command::Profile(ProfileCommand::Init { dir: to, force }) => {

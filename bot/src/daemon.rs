@@ -102,8 +102,9 @@ pub struct Daemon {
 
 impl Daemon {
     /// Starts the loops of every role `ctx` holds: for Eagle, the plugin
-    /// reloader, the decider, the analyzer, the carrier and (with
-    /// `[asana]`) intake; for the executor, the runner and the PR loop.
+    /// reloader, the decider, the analyzer, the carrier, (with `[asana]`)
+    /// intake, the conversations, milestones, digest and the pruner; for
+    /// the executor, the runner and the PR loop.
     pub fn start(ctx: Context) -> anyhow::Result<Daemon> {
         // Everything is built before anything starts: a setting that is
         // wrong stops the daemon before one loop ran.
@@ -124,6 +125,7 @@ impl Daemon {
                 ctx.conversations()?,
                 ctx.milestones()?,
                 ctx.digest()?,
+                ctx.pruner()?,
             )),
             None => None,
         };
@@ -150,6 +152,7 @@ impl Daemon {
             conversations,
             milestones,
             digest,
+            pruner,
         )) = eagle
         {
             daemon.spawn(&eagle_name, reload);
@@ -166,6 +169,7 @@ impl Daemon {
             if let Some(digest) = digest {
                 daemon.spawn(&eagle_name, digest);
             }
+            daemon.spawn(&eagle_name, pruner);
         }
         if let Some((runner, prs)) = executor {
             daemon.spawn(&executor_name, runner);

@@ -32,6 +32,7 @@ pub mod policy;
 pub mod prloop;
 pub mod profile;
 pub mod protocol;
+pub mod prune;
 pub mod runner;
 pub mod sandbox;
 pub mod shell;

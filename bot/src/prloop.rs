@@ -43,10 +43,6 @@ const LEASE: &str = "pr-loop";
 const LEASE_TTL: Duration = Duration::from_secs(60);
 /// Runs polled per tick.
 const BATCH: i64 = 200;
-/// Kept answers older than this are forgotten.
-const CACHE_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
-/// How often the kept answers are pruned.
-const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// The actor in the audit log.
 const ACTOR: &str = "pr-loop";
 /// Why a run waits in `pr` when its worker named no PR.
@@ -66,8 +62,6 @@ pub struct PrLoop {
     github: Option<Watcher>,
     /// GitHub asked to be left alone until then (a rate limit).
     paused: Option<tokio::time::Instant>,
-    /// When the kept answers were last pruned.
-    pruned: Option<tokio::time::Instant>,
 }
 
 /// What the loop reads GitHub with.
@@ -104,12 +98,6 @@ impl BackgroundLoop for PrLoop {
     /// once after a worker finished or the run entered `pr`).
     async fn tick(&mut self, tick: &mut Tick<'_>) -> anyhow::Result<Next> {
         let next = self.poll_due(tick).await?;
-        if self.pruned.is_none_or(|at| at.elapsed() > PRUNE_EVERY) {
-            self.pruned = Some(tokio::time::Instant::now());
-            if let Err(error) = self.store.prune_answers(CACHE_AGE).await {
-                tracing::warn!(%error, "cannot prune kept GitHub answers");
-            }
-        }
         Ok(Next::After(next))
     }
 }
@@ -141,7 +129,6 @@ impl PrLoop {
             people,
             github,
             paused: None,
-            pruned: None,
         }
     }
 

@@ -9,6 +9,7 @@
 //! read by the commands that talk to Zulip, so `eagle shell` and
 //! `eagle profile show` work without them.
 
+pub mod care;
 mod conversation;
 mod integrations;
 pub mod locate;
@@ -160,8 +161,6 @@ pub struct ZulipSettings {
     pub late_command_age: Duration,
     /// Register the event queue with `all_public_streams`.
     pub all_public_streams: bool,
-    /// How long handled messages and delivered replies are kept.
-    pub retention: Duration,
 }
 
 /// What one person may ask of Eagle at once (`[chat]`).
@@ -509,6 +508,8 @@ pub struct Profile {
     pub digest: Option<DigestSettings>,
     /// `[ops]`: the metrics and health listener, the log format.
     pub ops: OpsSettings,
+    /// How long what may be pruned is kept (`[store] prune_after`).
+    pub prune_after: Duration,
 }
 
 impl Profile {

@@ -13,6 +13,7 @@
 
 mod analysis;
 mod audit;
+mod care;
 mod carried;
 mod claims;
 mod controls;
@@ -30,6 +31,7 @@ mod legacy;
 mod outbox;
 mod pr;
 mod requests;
+mod schema;
 mod tasks;
 mod transitions;
 mod watch;
@@ -47,6 +49,7 @@ use crate::profile::DatabaseUrl;
 
 pub use analysis::{Analysis, AnalyzerJob, SkipReason};
 pub use audit::{AuditEntry, NewAuditEntry};
+pub use care::{PruneRule, Pruned, RULES as PRUNE_RULES, RowCounts, sqlite_file};
 pub use claims::{Claim, ClaimLimits};
 pub use controls::{Control, Notice};
 pub use conversations::{
@@ -67,6 +70,7 @@ pub use requests::{
     Approval, MAX_REQUEST_BODY, NewRequest, Recorded, Request, RequestStatus, RequestVia,
     body_refusal, requests_summary,
 };
+pub use schema::{Migration, SchemaState};
 pub use tasks::{
     NewRun, NewTask, Origin, PrWork, PrWorkSlot, Run, RunState, StatusCounts, Task, TaskStatus,
 };
@@ -105,6 +109,12 @@ pub enum StoreError {
         url: String,
         source: sqlx::migrate::MigrateError,
     },
+    /// The database has applied migrations this binary does not know: a
+    /// newer Eagle migrated it, and this one must not write to it.
+    #[error(
+        "the database {url} is newer than this eagle: it has applied migration(s) this binary does not know ({versions}); upgrade eagle"
+    )]
+    Newer { url: String, versions: String },
     #[error("database error while {op}: {source}")]
     Query {
         op: &'static str,
@@ -420,17 +430,30 @@ impl Store {
     /// or two instances). PostgreSQL serialises them with an advisory lock;
     /// on SQLite a loser of the race sees the winner's work and retries.
     pub async fn migrate(&self) -> Result<usize> {
-        let known = self.known_migrations();
+        // A database a newer Eagle migrated is refused before anything runs.
+        if let Some(refusal) = self.schema_state().await?.refusal(&self.url) {
+            return Err(refusal);
+        }
+        let migrator = schema::migrator(self.backend());
+        let known = migrator.iter().count();
         let before = self.applied_migrations().await.unwrap_or(0);
         let mut attempt = 0;
         loop {
             attempt += 1;
             let result = match &self.pool {
-                Pool::Sqlite(pool) => sqlx::migrate!("../migrations/sqlite").run(pool).await,
-                Pool::Postgres(pool) => sqlx::migrate!("../migrations/postgres").run(pool).await,
+                Pool::Sqlite(pool) => migrator.run(pool).await,
+                Pool::Postgres(pool) => migrator.run(pool).await,
             };
             match result {
                 Ok(()) => return Ok(known.saturating_sub(before)),
+                Err(sqlx::migrate::MigrateError::VersionMissing(_)) => {
+                    // Migrated further meanwhile, by a newer Eagle.
+                    let state = self.schema_state().await?;
+                    return Err(state.refusal(&self.url).unwrap_or(StoreError::Newer {
+                        url: self.url.clone(),
+                        versions: "unknown".into(),
+                    }));
+                }
                 Err(source) => {
                     let done = self.applied_migrations().await.unwrap_or(0);
                     if done >= known {

@@ -30,6 +30,7 @@ macro_rules! on_both_backends {
 
 mod analyzer;
 mod asana;
+mod care;
 mod claude;
 mod cli;
 mod effects;

@@ -262,6 +262,15 @@ impl Context {
         }))
     }
 
+    /// Eagle's daily pruner, with the profile's `[store] prune_after`.
+    pub fn pruner(&self) -> anyhow::Result<crate::prune::Pruner> {
+        let (side, _) = self.eagle()?;
+        Ok(crate::prune::Pruner::new(
+            self.store.clone(),
+            side.profile.prune_after,
+        ))
+    }
+
     /// The executor's side.
     fn executor(&self) -> anyhow::Result<&Side> {
         self.executor

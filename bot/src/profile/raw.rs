@@ -57,6 +57,7 @@ const ENV_KEYS: &[&str] = &[
     "zulip.late_command_age",
     "zulip.all_public_streams",
     "zulip.retention",
+    "store.prune_after",
     "chat.max_commands",
     "chat.max_reply_parts",
     "chat.sender_rate",
@@ -190,6 +191,7 @@ pub struct RawProfile {
     pub digest: Option<super::conversation::RawDigest>,
     #[serde(default)]
     pub ops: super::ops::RawOps,
+    pub store: super::care::RawStore,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -600,3 +600,30 @@ fn sandbox_settings_come_from_the_file_and_the_environment() {
     assert_eq!(sandbox.max_open_files, 256);
     assert_eq!(sandbox.max_processes, 512);
 }
+
+#[test]
+fn prune_after_comes_from_store_then_the_old_zulip_retention_and_is_at_least_a_day() {
+    let dir = Dir::new();
+    let day = Duration::from_secs(24 * 3600);
+    dir.write("a.toml", MINIMAL);
+    assert_eq!(dir.load("a", &[]).unwrap().prune_after, 90 * day);
+    dir.write(
+        "b.toml",
+        &format!("{MINIMAL}\n[zulip]\nretention = \"30d\"\n"),
+    );
+    assert_eq!(dir.load("b", &[]).unwrap().prune_after, 30 * day);
+    dir.write(
+        "c.toml",
+        &format!("{MINIMAL}\n[zulip]\nretention = \"30d\"\n[store]\nprune_after = \"14d\"\n"),
+    );
+    assert_eq!(dir.load("c", &[]).unwrap().prune_after, 14 * day);
+    assert_eq!(
+        dir.load("c", &[("EAGLE_STORE__PRUNE_AFTER", "7d")])
+            .unwrap()
+            .prune_after,
+        7 * day
+    );
+    let short = dir.error("a", &[("EAGLE_STORE__PRUNE_AFTER", "3h")]);
+    assert!(short.contains("store.prune_after"), "{short}");
+    assert!(short.contains("shorter than a day"), "{short}");
+}

@@ -228,12 +228,9 @@ pub fn validate(
         )
         .map_err(|why| origins.error("zulip.late_command_age", None, why))?,
         all_public_streams: raw.zulip.all_public_streams.unwrap_or(false),
-        retention: duration(
-            raw.zulip.retention.as_deref(),
-            Duration::from_secs(30 * 24 * 3600),
-        )
-        .map_err(|why| origins.error("zulip.retention", None, why))?,
     };
+    let prune_after =
+        super::care::prune_after(&raw.store, raw.zulip.retention.as_deref(), &origins)?;
 
     let bounded =
         |key: &str, value: Option<i64>, default: usize, range: std::ops::RangeInclusive<i64>| {
@@ -414,6 +411,7 @@ pub fn validate(
         conversation,
         digest,
         ops,
+        prune_after,
     })
 }
 

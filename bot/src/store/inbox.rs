@@ -180,32 +180,4 @@ impl Store {
         .op("recording an event queue")?;
         Ok(())
     }
-
-    /// Forgets an identity's handled messages and finished outbox entries
-    /// older than `keep`. Returns how many rows went.
-    pub async fn prune(&self, identity: &str, keep: std::time::Duration) -> Result<u64> {
-        let before = super::now() - super::delta(keep);
-        let processed = on_pool!(self, pool => {
-            sqlx::query("DELETE FROM processed_messages WHERE identity = $1 AND processed_at < $2")
-                .bind(identity)
-                .bind(before)
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
-        })
-        .op("pruning handled messages")?;
-        let outbox = on_pool!(self, pool => {
-            sqlx::query(
-                "DELETE FROM outbox WHERE identity = $1 AND \
-                 ((delivered_at IS NOT NULL AND delivered_at < $2) OR (gave_up_at IS NOT NULL AND gave_up_at < $2))",
-            )
-            .bind(identity)
-            .bind(before)
-            .execute(pool)
-            .await
-            .map(|done| done.rows_affected())
-        })
-        .op("pruning the outbox")?;
-        Ok(processed + outbox)
-    }
 }

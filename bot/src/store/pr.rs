@@ -212,20 +212,6 @@ impl Store {
         .op("keeping an answer")?;
         Ok(())
     }
-
-    /// Forgets answers kept longer than `age` (lists of old heads). Returns
-    /// how many.
-    pub async fn prune_answers(&self, age: std::time::Duration) -> Result<u64> {
-        let before = super::now() - super::delta(age);
-        on_pool!(self, pool => {
-            sqlx::query("DELETE FROM http_cache WHERE stored_at < $1")
-                .bind(before)
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
-        })
-        .op("pruning kept answers")
-    }
 }
 
 impl Store {

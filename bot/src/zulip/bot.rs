@@ -121,7 +121,6 @@ impl Transport for ZulipTransport {
             me: me.user_id,
             instance,
             wake: Arc::clone(&wake),
-            retention: profile.zulip.retention,
             express: Arc::clone(&express),
             unsent: std::sync::Mutex::new(std::collections::HashSet::new()),
         };

@@ -96,8 +96,6 @@ pub(crate) struct OutboxSender {
     /// A per-process name for the lease.
     pub instance: String,
     pub wake: Arc<Notify>,
-    /// How long handled messages and delivered replies are kept.
-    pub retention: Duration,
     /// Replies the listener hands over directly (see [`ExpressLane`]).
     pub express: Arc<ExpressLane>,
     /// Lane entries that did not go out through the lane.
@@ -128,7 +126,6 @@ impl OutboxSender {
         // Posts about runs come from the runner and the decider, in this
         // process or another: a change in the database wakes the sender.
         let mut changes = self.store.changes();
-        let mut pruned: Option<Instant> = None;
         // Whether the next pass reads the outbox (not only the lane), and
         // when it must at the latest.
         let mut read_outbox = true;
@@ -149,16 +146,6 @@ impl OutboxSender {
                     false
                 }
             };
-            if leader && pruned.is_none_or(|at| at.elapsed() >= Duration::from_secs(3600)) {
-                pruned = Some(Instant::now());
-                match self.store.prune(&self.identity, self.retention).await {
-                    Ok(0) => {}
-                    Ok(rows) => {
-                        tracing::info!(rows, "pruned handled messages and delivered replies")
-                    }
-                    Err(error) => tracing::warn!(%error, "cannot prune old messages"),
-                }
-            }
             while let Ok(item) = lane.try_recv() {
                 handed.push(item);
             }
