@@ -219,6 +219,12 @@ fn installed_eagle_runs_from_any_directory() {
         show.contains("persona:       built-in eagle.soul.md"),
         "{show}"
     );
+    // `eagle check` says so too (then fails: there is no zuliprc).
+    let check = text(&fresh.run(&["check"], "")).0;
+    assert!(
+        check.contains("ok    profile eagle: settings are valid (built-in; no file"),
+        "{check}"
+    );
     let list = fresh.ok(&["profile", "list"]);
     assert!(
         list.contains("eagle\torchestrator\tEagle\tbuilt-in"),
@@ -525,4 +531,74 @@ fn a_clean_stop_says_what_it_left() {
         left.contains("runs_following_on=0") && left.contains("outbox_undelivered=0"),
         "{left}"
     );
+}
+
+/// SIGTERM with a worker running: the worker goes on in its own session
+/// (the next runner re-adopts it), and the account says so.
+#[test]
+fn a_stop_with_a_worker_running_leaves_it_following_on() {
+    let mut home = crate::support::Home::new();
+    home.set("RUST_LOG", "warn,eagle=info").set(
+        "EAGLE_RUNNER__WORKER_COMMAND",
+        &crate::executor::fake_worker_command(),
+    );
+    let gate = home.exchange().join("never");
+    let mut child = home
+        .command(&["shell"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        "!queue gated mode:gate gate:{}\n!go 1",
+        gate.display()
+    )
+    .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.contains("[STATUS: working] run:1") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(crate::support::CHILD_DEADLINE)
+        .expect("the worker started");
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = crate::support::exit_within(&mut child, std::time::Duration::from_secs(60));
+    drop(stdin);
+    assert!(status.is_some(), "eagle shell did not stop on SIGTERM");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let left = stderr
+        .lines()
+        .find(|l| l.contains("stopped; left"))
+        .unwrap_or_else(|| panic!("no account of what was left:\n{stderr}"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let run = runtime.block_on(async {
+        let store = crate::executor::home_store(&home).await;
+        let run = {
+            let mut tx = store.begin_read().await.unwrap();
+            tx.run(1).await.unwrap().expect("run 1")
+        };
+        store.close().await;
+        run
+    });
+    let (pid, ticks, group) = (
+        run.worker_pid.expect("a worker") as i32,
+        run.worker_start_ticks.unwrap_or(0) as u64,
+        run.worker_pgid.expect("a group") as i32,
+    );
+    let alive = eagle::host::is_alive(pid, ticks);
+    // The test's own cleanup: nobody re-adopts this worker.
+    let _ = eagle::host::signal_group(group, libc::SIGKILL);
+    assert!(alive, "the worker did not outlive the stop");
+    assert!(left.contains("runs_following_on=1"), "{left}");
 }

@@ -235,8 +235,9 @@ mod tests {
         ] {
             assert!(unit.lines().any(|l| l == line), "no {line:?} in:\n{unit}");
         }
-        assert!(!unit.contains('@') || !unit.contains("@EAGLE_BIN@"));
-        assert!(!unit.contains("@DATA_DIR@") && !unit.contains("@USER_LINE@"));
+        for value in ["@EAGLE_BIN@", "@DATA_DIR@", "@PROFILES_DIR@", "@USER_LINE@"] {
+            assert!(!unit.contains(value), "{value} left in:\n{unit}");
+        }
         let root = render(Path::new("/e"), None, Path::new("/d"), Path::new("/p")).unwrap();
         assert!(!root.lines().any(|l| l.starts_with("User=")));
         for (bin, data, why) in [
