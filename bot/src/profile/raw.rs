@@ -191,6 +191,7 @@ pub struct RawProfile {
     pub digest: Option<super::conversation::RawDigest>,
     #[serde(default)]
     pub ops: super::ops::RawOps,
+    #[serde(default)]
     pub store: super::care::RawStore,
 }
 
