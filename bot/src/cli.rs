@@ -583,7 +583,7 @@ pub(crate) fn load(
 }
 
 async fn open_store(profile: &Profile) -> anyhow::Result<Store> {
-    Store::open(&profile.database_url)
+    Store::open_pooled(&profile.database_url, profile.store.max_connections)
         .await
         .with_context(|| format!("profile {}", profile.name))
 }

@@ -12,6 +12,7 @@
 mod conversation;
 mod integrations;
 mod plugin_spec;
+mod pool;
 mod raw;
 mod review;
 mod sandbox;
@@ -29,6 +30,7 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 
 pub use conversation::{BackendKind, ConversationSettings, DigestSettings};
+pub use pool::{DEFAULT_MAX_CONNECTIONS, StoreSettings};
 pub use raw::{ENV_PREFIX, RESERVED_ENV};
 pub use sandbox::{HostPattern, SandboxMode, SandboxSettings};
 pub use worker_env::WorkerEnv;
@@ -443,6 +445,8 @@ pub struct Profile {
     /// The zuliprc file, resolved against the profile's directory.
     pub zuliprc: PathBuf,
     pub database_url: DatabaseUrl,
+    /// `[store]`: this process's share of the database's connections.
+    pub store: StoreSettings,
     /// Eagle's data directory, shared by the profiles.
     pub data_dir: PathBuf,
     /// Who may use the commands that change what runs. Empty means nobody.

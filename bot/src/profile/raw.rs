@@ -45,6 +45,7 @@ const ENV_KEYS: &[&str] = &[
     "display_name",
     "zuliprc",
     "database_url",
+    "store.max_connections",
     "data_dir",
     "approvers",
     "owner",
@@ -160,6 +161,8 @@ pub struct RawProfile {
     pub display_name: Option<String>,
     pub zuliprc: Option<String>,
     pub database_url: Option<String>,
+    #[serde(default)]
+    pub store: super::pool::RawStore,
     pub data_dir: Option<String>,
     #[serde(default)]
     pub approvers: Vec<RawUserRef>,
