@@ -15,7 +15,32 @@
 //! and `pg_stat_activity` every 20 ms. Set `SCALE_RUNS`, `SCALE_REQUESTS`,
 //! `SCALE_MAX_WORKERS` to change the load, `TEST_POSTGRES_URL` the server.
 //!
-//! Measured (see the end of the file for the table).
+//! Measured 2026-12-03, `cargo build --bench scale` (a **debug** build: the
+//! release build did not fit in the time, and two cores were shared with
+//! other builds, load 7–8), then `SCALE_RUNS=100 SCALE_REQUESTS=3
+//! target/debug/deps/scale-* 2 8 24` and `… 32`; PostgreSQL 15,
+//! `max_connections` = 100, `max_workers` = 16. "pool each" is each
+//! executor's `[store] max_connections` (Eagle keeps 8); "connections" the
+//! most seen in `pg_stat_activity` for the database (the bench's own
+//! included). The latencies and rates are those of debug binaries on a
+//! loaded machine (the release two-process figure is about 8 ms,
+//! `cargo bench --bench executor`); what holds at every size is the rest:
+//!
+//! | executors | pool each | runs | claims/s | decisions/s | latency p50 | latency p99 | most workers at once (journal / slots) | double runs | limit exceeded | PostgreSQL connections (most) | errors logged |
+//! |---|---|---|---|---|---|---|---|---|---|---|---|
+//! | 2 | 8 | 100/100 | 2.9 | 8.8 | 1368.4 ms | 2252.2 ms | 16 / 16 (limit 16) | 0 | no | 25 | 0 |
+//! | 8 | 8 | 100/100 | 1.0 | 3.1 | 4359.0 ms | 7389.0 ms | 16 / 16 (limit 16) | 0 | no | 73 | 0 |
+//! | 24 | 2 | 100/100 | 1.2 | 3.5 | 2899.8 ms | 7922.3 ms | 16 / 16 (limit 16) | 0 | no | 57 | 0 |
+//! | 32 | 2 | 100/100 | 1.0 | 3.1 | 3007.4 ms | 9530.7 ms | 16 / 16 (limit 16) | 0 | no | 73 | 0 |
+//!
+//! What broke first at N = 32 with every process at the default pool of 8
+//! (up to 33 × 9 = 297 connections): the server's 100 connections. The
+//! executors' loops failed with "pool timed out while waiting for an open
+//! connection" and the bench itself could not connect; hence `[store]
+//! max_connections`, which the bench sets to what fits (the server's
+//! connections less 12 for others and Eagle's 9, shared, at least 2;
+//! `SCALE_EXECUTOR_POOL` overrides it). A pool of 1 starved a process's own
+//! loops even at N = 2, so 2 is the least a profile may say.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
