@@ -687,7 +687,7 @@ fn parse_log_format(text: &str) -> Result<crate::profile::LogFormat, String> {
 }
 
 async fn open_store(profile: &Profile) -> anyhow::Result<Store> {
-    Store::open(&profile.database_url)
+    Store::open_pooled(&profile.database_url, profile.store.max_connections)
         .await
         .with_context(|| format!("profile {}", profile.name))
 }

@@ -15,6 +15,7 @@ mod integrations;
 pub mod locate;
 mod ops;
 mod plugin_spec;
+mod pool;
 mod raw;
 mod review;
 mod sandbox;
@@ -34,6 +35,7 @@ use secrecy::{ExposeSecret, SecretString};
 pub use conversation::{BackendKind, ConversationSettings, DigestSettings};
 pub use locate::{BUILT_IN, BuiltIn, ChosenBy, ProfilesDir};
 pub use ops::{LogFormat, OpsSettings};
+pub use pool::{DEFAULT_MAX_CONNECTIONS, StoreSettings};
 pub use raw::{ENV_PREFIX, RESERVED_ENV};
 pub use sandbox::{HostPattern, SandboxMode, SandboxSettings};
 pub use worker_env::WorkerEnv;
@@ -477,6 +479,8 @@ pub struct Profile {
     /// The zuliprc file, resolved against the profile's directory.
     pub zuliprc: PathBuf,
     pub database_url: DatabaseUrl,
+    /// `[store]`: this process's share of the database's connections.
+    pub store: StoreSettings,
     /// Eagle's data directory, shared by the profiles.
     pub data_dir: PathBuf,
     /// Who may use the commands that change what runs. Empty means nobody.

@@ -80,6 +80,9 @@ pub use workers::{PrOutcome, RunEnd, WorkerMirror};
 
 /// How long a SQLite writer waits for another before giving up.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pooled PostgreSQL connections when nobody says otherwise (the profile's
+/// `store.max_connections` defaults to the same).
+pub const DEFAULT_POOL: u32 = 8;
 
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -350,11 +353,18 @@ impl Store {
     /// migrating it takes locks the other may briefly hold, so a busy or
     /// locked database is tried again for a while before giving up.
     pub async fn open(url: &DatabaseUrl) -> Result<Store> {
+        Store::open_pooled(url, DEFAULT_POOL).await
+    }
+
+    /// [`Store::open`] with at most `max_connections` pooled connections on
+    /// PostgreSQL (the profile's `store.max_connections`); SQLite keeps its
+    /// own pool of 4. The change listener's connection comes on top.
+    pub async fn open_pooled(url: &DatabaseUrl, max_connections: u32) -> Result<Store> {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
             let opened = async {
-                let store = Store::connect(url).await?;
+                let store = Store::connect_pooled(url, max_connections).await?;
                 store.migrate().await?;
                 Ok::<_, StoreError>(store)
             };
@@ -372,6 +382,12 @@ impl Store {
 
     /// Opens the database without migrating it.
     pub async fn connect(url: &DatabaseUrl) -> Result<Store> {
+        Store::connect_pooled(url, DEFAULT_POOL).await
+    }
+
+    /// [`Store::connect`] with at most `max_connections` pooled connections
+    /// on PostgreSQL.
+    pub async fn connect_pooled(url: &DatabaseUrl, max_connections: u32) -> Result<Store> {
         let shown = url.redacted();
         let connect_error = |source| StoreError::Connect {
             url: shown.clone(),
@@ -381,7 +397,7 @@ impl Store {
         let pool = if url.is_postgres() {
             let options = PgConnectOptions::from_str(url.expose()).map_err(connect_error)?;
             let pool = PoolOptions::<Postgres>::new()
-                .max_connections(8)
+                .max_connections(max_connections.max(1))
                 .acquire_timeout(Duration::from_secs(15))
                 .connect_with(options)
                 .await

@@ -5,8 +5,6 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use super::ProfileError;
 use super::validate::{Origins, duration};
 
@@ -17,11 +15,7 @@ pub const SHORTEST_PRUNE_AFTER: Duration = Duration::from_secs(24 * 3600);
 /// The default time kept.
 pub const DEFAULT_PRUNE_AFTER: Duration = Duration::from_secs(90 * 24 * 3600);
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawStore {
-    pub prune_after: Option<String>,
-}
+pub use super::pool::RawStore;
 
 /// Checks a time kept: at least [`SHORTEST_PRUNE_AFTER`].
 pub fn check_prune_after(text: &str) -> Result<Duration, String> {

@@ -46,6 +46,7 @@ const ENV_KEYS: &[&str] = &[
     "display_name",
     "zuliprc",
     "database_url",
+    "store.max_connections",
     "data_dir",
     "approvers",
     "owner",
@@ -165,6 +166,8 @@ pub struct RawProfile {
     pub display_name: Option<String>,
     pub zuliprc: Option<String>,
     pub database_url: Option<String>,
+    #[serde(default)]
+    pub store: super::pool::RawStore,
     pub data_dir: Option<String>,
     #[serde(default)]
     pub approvers: Vec<RawUserRef>,
@@ -191,8 +194,6 @@ pub struct RawProfile {
     pub digest: Option<super::conversation::RawDigest>,
     #[serde(default)]
     pub ops: super::ops::RawOps,
-    #[serde(default)]
-    pub store: super::care::RawStore,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -627,3 +627,33 @@ fn prune_after_comes_from_store_then_the_old_zulip_retention_and_is_at_least_a_d
     assert!(short.contains("store.prune_after"), "{short}");
     assert!(short.contains("shorter than a day"), "{short}");
 }
+
+#[test]
+fn the_pool_size_comes_from_the_file_and_the_environment() {
+    let dir = Dir::new();
+    dir.write(
+        "p.toml",
+        "role = \"executor\"\n[store]\nmax_connections = 2\n",
+    );
+    assert_eq!(dir.load("p", &[]).unwrap().store.max_connections, 2);
+    let profile = dir
+        .load("p", &[("EAGLE_STORE__MAX_CONNECTIONS", "3")])
+        .unwrap();
+    assert_eq!(profile.store.max_connections, 3);
+    dir.write("q.toml", "role = \"executor\"\n");
+    assert_eq!(
+        dir.load("q", &[]).unwrap().store.max_connections,
+        DEFAULT_MAX_CONNECTIONS
+    );
+    dir.write(
+        "r.toml",
+        "role = \"executor\"\n[store]\nmax_connections = 1\n",
+    );
+    assert_eq!(
+        dir.error("r", &[]),
+        format!(
+            "{}: store.max_connections: 1 is outside 2..=64 (one connection starves the loops that share it)",
+            dir.path().join("r.toml").display()
+        )
+    );
+}

@@ -161,6 +161,7 @@ pub fn validate(
         }
     };
 
+    let store = super::pool::store(&raw.store, &origins)?;
     let approvers = raw
         .approvers
         .iter()
@@ -392,6 +393,7 @@ pub fn validate(
         display_name,
         zuliprc,
         database_url,
+        store,
         data_dir,
         approvers,
         owner,
