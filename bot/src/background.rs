@@ -155,6 +155,12 @@ pub async fn drive<L: BackgroundLoop>(
                 }
             }
             Looked::Ticked(Err(error)) => {
+                // The failure may be the database losing its rows (a
+                // restore, a schema dropped): the lease is taken again at
+                // the next look, not assumed.
+                if let Some(lease) = lease.as_mut() {
+                    lease.forget();
+                }
                 let wait = backoff.failed().max(L::MIN_BACKOFF);
                 tracing::error!(
                     error = format!("{error:#}"),

@@ -328,6 +328,19 @@ pub async fn handle_message(
     ctx: &ChatContext<'_>,
     message: &InboundMessage,
 ) -> Result<Handled, StoreError> {
+    let started = std::time::Instant::now();
+    let span =
+        tracing::info_span!("message", profile = %message.identity, message = message.message_id);
+    let handled = tracing::Instrument::instrument(handle(ctx, message), span).await;
+    if let Ok(Handled::Replied { .. }) = handled {
+        crate::metrics::get()
+            .reaction_seconds
+            .observe(started.elapsed().as_secs_f64());
+    }
+    handled
+}
+
+async fn handle(ctx: &ChatContext<'_>, message: &InboundMessage) -> Result<Handled, StoreError> {
     let Some(mut intent) = intent(ctx, message) else {
         return Ok(Handled::Ignored);
     };

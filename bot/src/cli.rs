@@ -1,15 +1,17 @@
 //! The command line: what `eagle` accepts (the clap definitions) and the
 //! dispatch of each subcommand to the code behind it: the daemon for `run`
 //! and `shell`, `check`, `profile`, `policy`, `migrate` and `db` (data
-//! care), the one-off passes of `analyze` and `import`, and the worker-side
-//! commands.
+//! care), the one-off passes of `analyze` and `import`, `completions`,
+//! `man` and `service`, and the worker-side commands.
 
 mod backup;
 mod check;
 mod db;
+mod docs;
 mod once;
 mod policy;
 mod profiles;
+mod service;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,16 +21,25 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 
 use crate::daemon::Setup;
-use crate::profile::{self, Profile, UserRef};
+use crate::profile::{Profile, ProfilesDir, UserRef};
 use crate::store::Store;
 
 /// Eagle runs AI coding agents as a supervised team on Zulip.
 #[derive(Debug, Parser)]
 #[command(name = "eagle", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
-    /// Where the profiles (`<name>.toml`) are.
-    #[arg(long, global = true, env = profile::PROFILES_DIR_ENV, default_value = "profiles", value_name = "DIR")]
-    pub profiles_dir: PathBuf,
+    /// Where the profiles (`<name>.toml`) are; else `EAGLE_PROFILES_DIR`,
+    /// else `./profiles` if it exists, else `$XDG_CONFIG_HOME/eagle/profiles`
+    /// (`~/.config/eagle/profiles`). With no file there, `eagle` and
+    /// `executor` are built in.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub profiles_dir: Option<PathBuf>,
+
+    /// How log lines are written: `text` for a person, `json` (one object
+    /// per line, with the span fields) for a log shipper. Without it, the
+    /// profile's `[ops] log_format`, else text.
+    #[arg(long, global = true, env = "EAGLE_LOG_FORMAT", value_name = "text|json", value_parser = parse_log_format)]
+    pub log_format: Option<crate::profile::LogFormat>,
 
     #[command(subcommand)]
     pub command: Command,
@@ -37,7 +48,8 @@ pub struct Cli {
 /// Which profile a subcommand works with.
 #[derive(Debug, Clone, Args)]
 pub struct ProfileArg {
-    /// The profile to use: a file `<DIR>/<NAME>.toml`.
+    /// The profile to use: a file `<DIR>/<NAME>.toml` (`eagle` and
+    /// `executor` are built in).
     #[arg(long, short = 'p', default_value = "eagle", value_name = "NAME")]
     pub profile: String,
 }
@@ -121,6 +133,22 @@ pub enum Command {
     /// Inspect and try the policy plugins.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Print the shell completion script for `eagle` (bash, zsh, fish, …).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), or write one page per subcommand.
+    Man {
+        /// Write `eagle.1` and `eagle-<subcommand>.1` into this directory
+        /// instead of printing `eagle.1`.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// Run Eagle as a systemd service, one instance per profile.
+    #[command(subcommand)]
+    Service(ServiceCommand),
     /// (For workers) ask the run's runner for permission and wait for the
     /// decision: exit 0 approved, 1 denied (reason on stderr), 3 a human
     /// decides or the run is held (stop now; you will be resumed), 4 could not ask.
@@ -226,10 +254,29 @@ pub enum PolicyCommand {
     },
 }
 
+/// `eagle service …`.
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// Write the templated unit `eagle@.service` (`eagle@eagle`,
+    /// `eagle@executor`: one instance per profile) with this binary's path
+    /// and the data directory filled in.
+    Install(service::InstallArgs),
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ProfileCommand {
-    /// List the profiles in the profiles directory.
+    /// List the profiles in the profiles directory (and the built-in ones).
     List,
+    /// Write the documented profiles (eagle, executor) and their personas
+    /// into the user's configuration directory, to edit.
+    Init {
+        /// Write them here instead (default: `$XDG_CONFIG_HOME/eagle/profiles`).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Overwrite files that are there.
+        #[arg(long)]
+        force: bool,
+    },
     /// Show a profile's settings as Eagle understands them (no secrets).
     Show {
         /// The profile's name.
@@ -255,6 +302,15 @@ impl Command {
             Command::Policy(_) => "off",
             _ => "warn",
         }
+    }
+
+    /// Whether this command only prints or writes files from the command
+    /// line's own definitions or the binary's: no profile, no database.
+    pub fn is_standalone(&self) -> bool {
+        matches!(
+            self,
+            Command::Completions { .. } | Command::Man { .. } | Command::Service(_)
+        )
     }
 
     /// Whether this is a command a worker runs: no profile, no database, no runtime.
@@ -389,6 +445,17 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
     if cli.command.is_worker_side() {
         return Ok(run_worker_side(cli, process.env));
     }
+    if cli.command.is_standalone() {
+        // Files for people and for systemd: the usual umask, no profile.
+        return match cli.command {
+            Command::Completions { shell } => docs::completions(shell),
+            Command::Man { out } => docs::man(out.as_deref()),
+            Command::Service(ServiceCommand::Install(args)) => {
+                service::install(&args, cli.profiles_dir.as_deref(), &process)
+            }
+            _ => Ok(ExitCode::from(2)),
+        };
+    }
     // Whichever command runs first may create the data directory, the
     // database or a profile: each is private to Eagle's user from the start.
     crate::host::private_umask();
@@ -397,8 +464,15 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
     if let Some(exe) = &process.exe {
         crate::policy::compile_in_child_processes(exe.clone());
     }
-    let dir = &cli.profiles_dir;
+    let dir = &Profiles(ProfilesDir::find(
+        cli.profiles_dir.as_deref(),
+        env,
+        Path::new("."),
+    ));
     match cli.command {
+        Command::Completions { .. } | Command::Man { .. } | Command::Service(_) => {
+            Ok(ExitCode::from(2))
+        }
         Command::Shell {
             profile,
             topic,
@@ -406,8 +480,13 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
         } => {
             let profile = load(dir, &profile.profile, env)?;
             let user = user.map(|u| parse_user(&u)).transpose().context("--user")?;
-            // The executor's settings, if there is an executor profile.
-            let executor = if dir.join("executor.toml").is_file() && profile.name != "executor" {
+            // The executor's settings, if there is an executor profile
+            // beside Eagle's (built in when Eagle's is).
+            let beside = match profile.origin {
+                crate::profile::Origin::File => dir.dir()?.has_file("executor"),
+                crate::profile::Origin::BuiltIn => true,
+            };
+            let executor = if beside && profile.name != "executor" {
                 Some(load(dir, "executor", env)?)
             } else {
                 None
@@ -447,14 +526,23 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
             harden();
             db::run(dir, command, env).await
         }
-        Command::Profile(ProfileCommand::List) => profiles::list(dir, env),
+        Command::Profile(ProfileCommand::List) => profiles::list(dir.dir()?, env),
+        Command::Profile(ProfileCommand::Init { dir: to, force }) => {
+            let to = match to {
+                Some(to) => to,
+                None => crate::profile::locate::config_profiles_dir(env).ok_or_else(|| {
+                    anyhow::anyhow!("neither XDG_CONFIG_HOME nor HOME is set; use --dir")
+                })?,
+            };
+            profiles::init(&to, force)
+        }
         Command::Profile(ProfileCommand::Show { name }) => {
             let profile = load(dir, &name, env)?;
             print!("{}", profiles::show_profile(&profile, env));
             Ok(ExitCode::SUCCESS)
         }
         Command::Profile(ProfileCommand::Create { name, clone_from }) => {
-            profiles::create_profile(dir, &name, &clone_from)?;
+            profiles::create_profile(dir.dir()?, &name, &clone_from)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(profile) => {
@@ -573,12 +661,29 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The profiles directory, chosen once; an error only for the commands
+/// that read a profile.
+pub(crate) struct Profiles(Result<ProfilesDir, String>);
+
+impl Profiles {
+    pub(crate) fn dir(&self) -> anyhow::Result<&ProfilesDir> {
+        self.0.as_ref().map_err(|why| anyhow::anyhow!("{why}"))
+    }
+}
+
 pub(crate) fn load(
-    dir: &Path,
+    dir: &Profiles,
     name: &str,
     env: &BTreeMap<String, String>,
 ) -> anyhow::Result<Profile> {
-    Ok(Profile::load(dir, name, env)?)
+    let profile = dir.dir()?.load(name, env)?;
+    crate::logging::use_profile_format(profile.ops.log_format);
+    Ok(profile)
+}
+
+fn parse_log_format(text: &str) -> Result<crate::profile::LogFormat, String> {
+    crate::profile::LogFormat::parse(text)
+        .ok_or_else(|| format!("{text:?} is not a log format: text or json"))
 }
 
 async fn open_store(profile: &Profile) -> anyhow::Result<Store> {

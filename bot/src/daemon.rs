@@ -8,7 +8,9 @@
 //! [`Transport`] (Zulip in [`crate::zulip::bot`], the terminal in
 //! [`crate::shell`]) carries chat beside them. [`run`] shuts them down in
 //! order: the transport stops taking messages, the loops finish what they
-//! hold and stop, then the transport delivers what they left.
+//! hold and stop (within [`DRAIN_BOUND`]), then the transport delivers what
+//! they left (the Zulip sender for at most 15 s), and one log line says what
+//! is left: the runs whose workers go on, the outbox entries not delivered.
 //!
 //! ```text
 //!   transport.voice(profile)  →  Context::build  →  Daemon::start (loops)
@@ -22,6 +24,7 @@ pub mod context;
 pub mod plugins;
 
 use std::future::Future;
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -135,6 +138,11 @@ impl Daemon {
             loops: JoinSet::new(),
             stop: CancellationToken::new(),
         };
+        let name = |side: &Option<context::Side>| {
+            side.as_ref()
+                .map_or_else(String::new, |s| s.profile.name.clone())
+        };
+        let (eagle_name, executor_name) = (name(&daemon.ctx.eagle), name(&daemon.ctx.executor));
         if let Some((
             reload,
             decider,
@@ -147,34 +155,41 @@ impl Daemon {
             pruner,
         )) = eagle
         {
-            daemon.spawn(reload);
-            daemon.spawn(decider);
-            daemon.spawn(analyzer);
-            daemon.spawn(carrier);
+            daemon.spawn(&eagle_name, reload);
+            daemon.spawn(&eagle_name, decider);
+            daemon.spawn(&eagle_name, analyzer);
+            daemon.spawn(&eagle_name, carrier);
             if let Some(intake) = intake {
-                daemon.spawn(intake);
+                daemon.spawn(&eagle_name, intake);
             }
             if let Some(conversations) = conversations {
-                daemon.spawn(conversations);
+                daemon.spawn(&eagle_name, conversations);
             }
-            daemon.spawn(milestones);
+            daemon.spawn(&eagle_name, milestones);
             if let Some(digest) = digest {
-                daemon.spawn(digest);
+                daemon.spawn(&eagle_name, digest);
             }
-            daemon.spawn(pruner);
+            daemon.spawn(&eagle_name, pruner);
         }
         if let Some((runner, prs)) = executor {
-            daemon.spawn(runner);
-            daemon.spawn(prs);
+            daemon.spawn(&executor_name, runner);
+            daemon.spawn(&executor_name, prs);
         }
         Ok(daemon)
     }
 
-    fn spawn<L: BackgroundLoop + 'static>(&mut self, work: L) {
+    /// Starts one loop of `profile`'s role.
+    fn spawn<L: BackgroundLoop + 'static>(&mut self, profile: &str, work: L) {
+        if let Some(lease) = work.lease() {
+            self.ctx.health.expect_lease(lease.name);
+        }
         let store = self.ctx.store.clone();
         let instance = self.ctx.instance.clone();
-        self.loops
-            .spawn(drive(work, store, instance, self.stop.clone()));
+        let span = tracing::info_span!("loop", profile, name = L::NAME);
+        self.loops.spawn(tracing::Instrument::instrument(
+            drive(work, store, instance, self.stop.clone()),
+            span,
+        ));
     }
 
     /// The context the loops share.
@@ -221,6 +236,13 @@ impl Daemon {
     }
 }
 
+/// How long the loops get, once stopped, to finish what they hold. A loop
+/// still busy then (a slow outside call) is dropped: what it did is in the
+/// database, what it did not is taken up at the next start. With the
+/// outbox's flush this bounds a clean stop; the systemd unit's
+/// `TimeoutStopSec` (60 s) is above both.
+pub const DRAIN_BOUND: Duration = Duration::from_secs(30);
+
 /// Runs `ctx`'s loops beside `transport` until `stop` (or until the
 /// transport is done), then shuts them down in order.
 pub async fn run<T: Transport>(
@@ -228,9 +250,85 @@ pub async fn run<T: Transport>(
     mut transport: T,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    // Bound before anything starts: a port in use is a setting to fix.
+    let mut listeners = Vec::new();
+    for addr in ctx.ops_addresses() {
+        listeners.push(crate::ops::Listener::bind(addr, ctx.health.clone()).await?);
+    }
+    let ops_stop = CancellationToken::new();
+    let mut ops = JoinSet::new();
+    if !listeners.is_empty() {
+        ops.spawn(ctx.health.clone().keep_probing(ops_stop.clone()));
+    }
+    for listener in listeners {
+        ops.spawn(listener.serve(ops_stop.clone()));
+    }
     let mut daemon = Daemon::start(ctx)?;
     let listened = transport.listen(&daemon, &stop).await;
-    daemon.drain().await;
+    if tokio::time::timeout(DRAIN_BOUND, daemon.drain())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            bound_secs = DRAIN_BOUND.as_secs(),
+            "loops still busy at the stop bound: stopping without them"
+        );
+        daemon.abort().await;
+    }
     let finished = transport.finish(&daemon).await;
+    daemon.tell_what_is_left().await;
+    ops_stop.cancel();
+    while ops.join_next().await.is_some() {}
     listened.and(finished)
+}
+
+impl Daemon {
+    /// Drops the loops that did not stop in time.
+    async fn abort(&mut self) {
+        self.loops.abort_all();
+        while self.loops.join_next().await.is_some() {}
+    }
+
+    /// After the stop: the runs of this process whose workers go on (the
+    /// next runner on this host re-adopts them) and the posts not delivered
+    /// (the next start sends them), in one log line.
+    async fn tell_what_is_left(&self) {
+        let ctx = &self.ctx;
+        let following = match &ctx.executor {
+            None => 0,
+            Some(_) => match ctx.store.runs_claimed_on(&crate::host::host_id()).await {
+                Ok(runs) => runs
+                    .iter()
+                    .filter(|r| {
+                        r.lease_owner.as_deref() == Some(ctx.instance.as_str())
+                            && r.worker_pid.is_some()
+                            && r.worker_exit_code.is_none()
+                    })
+                    .count(),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot count the runs left");
+                    0
+                }
+            },
+        };
+        let mut identities: Vec<&str> = [&ctx.eagle, &ctx.executor]
+            .into_iter()
+            .flatten()
+            .map(|side| side.voice.poster.identity.as_str())
+            .collect();
+        identities.dedup();
+        let mut undelivered = 0;
+        for identity in identities {
+            match ctx.store.undelivered_count(identity).await {
+                Ok(n) => undelivered += n,
+                Err(error) => tracing::warn!(%error, identity, "cannot count the outbox"),
+            }
+        }
+        tracing::info!(
+            runs_following_on = following,
+            outbox_undelivered = undelivered,
+            "stopped; left: runs whose workers go on (re-adopted at the next start), \
+             outbox entries undelivered (sent at the next start)"
+        );
+    }
 }

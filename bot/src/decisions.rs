@@ -90,7 +90,8 @@ impl Decider {
         let pending = self.store.pending_requests(BATCH).await?;
         let more = pending.len() as i64 == BATCH;
         for request in pending {
-            self.decide(request).await?;
+            let span = tracing::info_span!("request", run = request.run_id, request = request.id);
+            tracing::Instrument::instrument(self.decide(request), span).await?;
         }
         self.post_notices().await?;
         let next_due = self.remind_and_expire().await?;

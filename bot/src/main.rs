@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         // Colours only for a person at a terminal: a file, a pipe or the
         // journal gets plain text (and `NO_COLOR` is honoured).
         std::io::stderr().is_terminal() && !env.contains_key("NO_COLOR"),
+        cli.log_format,
     );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -12,6 +12,8 @@
 pub mod care;
 mod conversation;
 mod integrations;
+pub mod locate;
+mod ops;
 mod plugin_spec;
 mod raw;
 mod review;
@@ -30,6 +32,8 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 
 pub use conversation::{BackendKind, ConversationSettings, DigestSettings};
+pub use locate::{BUILT_IN, BuiltIn, ChosenBy, ProfilesDir};
+pub use ops::{LogFormat, OpsSettings};
 pub use raw::{ENV_PREFIX, RESERVED_ENV};
 pub use sandbox::{HostPattern, SandboxMode, SandboxSettings};
 pub use worker_env::WorkerEnv;
@@ -429,13 +433,44 @@ pub struct DecisionSettings {
     pub approval_ttl: Duration,
 }
 
+/// Where a profile was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Its file, [`Profile::path`].
+    File,
+    /// The binary's own ([`locate::BUILT_IN`]): no file was there.
+    BuiltIn,
+}
+
+/// A profile's persona: a file, or the built-in profile's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Persona {
+    File(PathBuf),
+    BuiltIn {
+        name: &'static str,
+        text: &'static str,
+    },
+}
+
+impl fmt::Display for Persona {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Persona::File(path) => write!(f, "{}", path.display()),
+            Persona::BuiltIn { name, .. } => write!(f, "built-in {name}"),
+        }
+    }
+}
+
 /// A validated profile.
 #[derive(Debug, Clone)]
 pub struct Profile {
     /// The profile's name: its file stem (`eagle`, `executor`).
     pub name: String,
-    /// The profile file.
+    /// The profile file (for a built-in profile, where its file would be:
+    /// its relative paths resolve against that directory).
     pub path: PathBuf,
+    /// Whether it was read from that file or is built in.
+    pub origin: Origin,
     pub role: Role,
     /// The bot's name as people see it (Zulip's `full_name` wins once connected).
     pub display_name: String,
@@ -455,8 +490,8 @@ pub struct Profile {
     pub executor_channel: String,
     /// For the orchestrator: the executor bot whose protocol lines it trusts.
     pub executor_bot: Option<UserRef>,
-    /// The persona text (the notes' SOUL.md), if the profile has one.
-    pub persona: Option<PathBuf>,
+    /// The persona (the notes' SOUL.md), if the profile has one.
+    pub persona: Option<Persona>,
     pub zulip: ZulipSettings,
     pub chat: ChatSettings,
     pub policy: PolicySettings,
@@ -471,6 +506,8 @@ pub struct Profile {
     pub conversation: Option<ConversationSettings>,
     /// The owner's daily digest, if configured (Eagle's).
     pub digest: Option<DigestSettings>,
+    /// `[ops]`: the metrics and health listener, the log format.
+    pub ops: OpsSettings,
     /// How long what may be pruned is kept (`[store] prune_after`).
     pub prune_after: Duration,
 }
@@ -485,7 +522,34 @@ impl Profile {
         validate_name(name).map_err(|why| ProfileError::new(name, None, why))?;
         let path = dir.join(format!("{name}.toml"));
         let raw = raw::load(&path, env)?;
-        validate::validate(name, &path, raw, env)
+        validate::validate(name, &path, raw, env, None)
+    }
+
+    /// Validates a built-in profile as if its file were in `dir`, with
+    /// overrides from `env`.
+    pub fn built_in(
+        dir: &Path,
+        builtin: &BuiltIn,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Self, ProfileError> {
+        let path = dir.join(format!("{}.toml", builtin.name));
+        let raw = raw::load_text(
+            &format!("built-in profile {}", builtin.name),
+            builtin.toml,
+            env,
+        )?;
+        validate::validate(builtin.name, &path, raw, env, Some(builtin))
+    }
+
+    /// Where the profile came from, for people: its file, or "built-in".
+    pub fn source(&self) -> String {
+        match self.origin {
+            Origin::File => self.path.display().to_string(),
+            Origin::BuiltIn => format!(
+                "built-in; no file {}: `eagle profile init` writes one",
+                self.path.display()
+            ),
+        }
     }
 
     /// This profile's own directory under the data directory: logs, plugin cache.

@@ -304,7 +304,11 @@ impl Runner {
             reserved.keep();
             let shared = Arc::clone(&self.shared);
             let stop = stop.clone();
-            self.supervise(async move { supervise::start(&shared, claim, stop).await });
+            let span = tracing::info_span!("run", run = claim.run.id, task = %claim.run.task_gid);
+            self.supervise(tracing::Instrument::instrument(
+                async move { supervise::start(&shared, claim, stop).await },
+                span,
+            ));
         }
     }
 
@@ -370,9 +374,11 @@ impl Runner {
                     );
                     reserved.keep();
                     let (shared, stop) = (Arc::clone(&shared), stop.clone());
-                    self.supervise(
+                    let span = tracing::info_span!("run", run = run.id, task = %run.task_gid);
+                    self.supervise(tracing::Instrument::instrument(
                         async move { supervise::adopt(&shared, run, fence, stop).await },
-                    );
+                        span,
+                    ));
                 }
                 Ok(None) => {}
                 Err(error) => tracing::error!(%error, run = run.id, "cannot adopt a run"),

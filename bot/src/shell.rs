@@ -188,6 +188,10 @@ where
             .as_ref()
             .ok_or_else(|| anyhow::anyhow!("the shell needs Eagle's profile"))?;
         let profile = &side.profile;
+        // The terminal is connected for as long as it listens.
+        for side in [&ctx.eagle, &ctx.executor].into_iter().flatten() {
+            crate::metrics::get().connected(&side.profile.name, true);
+        }
         // From a pipe, the first import is through before the shell can
         // call itself idle (what it imports is analysed in this session).
         if !self.options.interactive
@@ -218,7 +222,7 @@ where
             express: None,
         };
         let mut changes = ctx.store.changes();
-        self.deliver(&ctx.store).await?;
+        self.deliver_or_warn(&ctx.store).await;
         loop {
             if self.options.interactive {
                 self.output.write_all(b"> ").await?;
@@ -228,12 +232,14 @@ where
                 changes.mark_seen();
                 tokio::select! {
                     line = self.lines.next_line() => break line.context("reading standard input")?,
-                    _ = changes.changed() => self.deliver(&ctx.store).await?,
+                    _ = changes.changed() => self.deliver_or_warn(&ctx.store).await,
                     _ = stop.cancelled() => return Ok(()),
                 }
             };
             let Some(line) = line else { break };
-            handle_line(
+            // The database gone (a restart, a network cut) costs this line,
+            // said so, never the session.
+            if let Err(error) = handle_line(
                 &chat,
                 &self.session,
                 &self.sender,
@@ -241,8 +247,15 @@ where
                 &bot,
                 line,
             )
-            .await?;
-            self.deliver(&ctx.store).await?;
+            .await
+            {
+                tracing::error!(error = format!("{error:#}"), "a line was not handled");
+                let note = format!(
+                    "(not handled: {error:#}; type it again once the database answers)\n\n"
+                );
+                self.output.write_all(note.as_bytes()).await?;
+            }
+            self.deliver_or_warn(&ctx.store).await;
         }
         if !self.options.interactive {
             self.wait_until_idle(daemon, profile.shell_wait).await?;
@@ -301,9 +314,12 @@ where
         loop {
             changes.mark_seen();
             busy.mark_unchanged();
-            self.deliver(store).await?;
-            if daemon.idle().await? {
-                return Ok(());
+            self.deliver_or_warn(store).await;
+            match daemon.idle().await {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                // Looked at again at the next change or second.
+                Err(error) => tracing::warn!(%error, "cannot tell whether work is left"),
             }
             tokio::select! {
                 _ = changes.changed() => {}
@@ -321,6 +337,17 @@ where
                 // runner's own state by `busy`.
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
+        }
+    }
+
+    /// [`Self::deliver`], with a failure (the database gone for a while)
+    /// logged: what is undelivered stays in the outbox for the next try.
+    async fn deliver_or_warn(&mut self, store: &Store) {
+        if let Err(error) = self.deliver(store).await {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "cannot print the outbox now; trying again at the next change"
+            );
         }
     }
 

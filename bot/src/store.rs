@@ -18,8 +18,10 @@ mod carried;
 mod claims;
 mod controls;
 mod conversations;
+mod doorbell;
 mod egress;
 mod fence;
+mod gauges;
 mod holds;
 mod import;
 mod inbox;
@@ -56,6 +58,7 @@ pub use conversations::{
 };
 pub use egress::{EgressRefusal, NewRefusals, OTHER_HOSTS};
 pub use fence::Fence;
+pub use gauges::Gauges;
 pub use import::{ImportedRun, ImportedTask};
 pub use inbox::Bookmark;
 pub use intake::{ExternalTask, Upserted};
@@ -258,6 +261,9 @@ pub struct Tx {
     hub: std::sync::Arc<watch::Hub>,
     /// Whether committing must wake the loops that watch for changes.
     notify: bool,
+    /// What is counted once the transaction commits (a rolled-back
+    /// decision is no decision).
+    counted: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 impl Tx {
@@ -270,9 +276,17 @@ impl Tx {
         }
         .op("committing")?;
         if self.notify {
-            self.hub.bump();
+            self.hub.committed();
+        }
+        for count in self.counted {
+            count();
         }
         Ok(())
+    }
+
+    /// Counts something in the metrics if (and when) this commits.
+    pub(crate) fn count_on_commit(&mut self, count: impl FnOnce() + Send + 'static) {
+        self.counted.push(Box::new(count));
     }
 
     /// Asks for the watching loops (the decider, the runner, other
@@ -363,6 +377,7 @@ impl Store {
             url: shown.clone(),
             source,
         };
+        let mut doorbell = None;
         let pool = if url.is_postgres() {
             let options = PgConnectOptions::from_str(url.expose()).map_err(connect_error)?;
             let pool = PoolOptions::<Postgres>::new()
@@ -380,7 +395,7 @@ impl Store {
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 .foreign_keys(true);
-            let file = options.get_filename();
+            let file = options.get_filename().to_path_buf();
             if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty())
                 && file.as_os_str() != ":memory:"
             {
@@ -395,12 +410,17 @@ impl Store {
                 .connect_with(options)
                 .await
                 .map_err(connect_error)?;
+            // The file exists now (unless it is in memory): the processes
+            // sharing it ring each other beside it.
+            doorbell = std::fs::canonicalize(&file)
+                .ok()
+                .and_then(|file| doorbell::Doorbell::beside(&file));
             Pool::Sqlite(pool)
         };
         Ok(Store {
             pool,
             url: shown,
-            hub: watch::Hub::new(),
+            hub: watch::Hub::new(doorbell),
         })
     }
 
@@ -453,6 +473,14 @@ impl Store {
         }
     }
 
+    /// How many migrations this binary knows.
+    pub fn known_migrations(&self) -> usize {
+        match &self.pool {
+            Pool::Sqlite(_) => sqlx::migrate!("../migrations/sqlite").iter().count(),
+            Pool::Postgres(_) => sqlx::migrate!("../migrations/postgres").iter().count(),
+        }
+    }
+
     /// How many migrations the database has applied.
     pub async fn applied_migrations(&self) -> Result<usize> {
         let count: i64 = on_pool!(self, pool => {
@@ -499,6 +527,7 @@ impl Store {
             inner,
             hub: std::sync::Arc::clone(&self.hub),
             notify: false,
+            counted: Vec::new(),
         }
     }
 

@@ -169,6 +169,7 @@ async fn one_process() {
     let worker = worker_env(&store).await;
     measure("one process (eagle shell), SQLite", worker.clone()).await;
     process_start(&worker);
+    hook_calls(&worker);
     daemon.drain().await;
     kill_workers(&store).await;
 }
@@ -195,6 +196,91 @@ fn process_start(env: &BTreeMap<String, String>) {
         percentile(&times, 0.5),
         percentile(&times, 0.99)
     );
+}
+
+/// The real `eagle hook claude-pretool`, 100 times, on a tool call that
+/// needs no request (a `Read`): what every tool call of a worker pays.
+fn hook_calls(env: &BTreeMap<String, String>) {
+    use std::io::Write as _;
+    let eagle = eagle_bin();
+    let input = serde_json::json!({
+        "session_id": "bench",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Read",
+        "tool_input": {"file_path": "README.md"},
+        "tool_use_id": "toolu_bench",
+    })
+    .to_string();
+    let mut times = Vec::new();
+    for _ in 0..100 {
+        let started = Instant::now();
+        let mut child = Command::new(&eagle)
+            .args(["hook", "claude-pretool"])
+            .env_clear()
+            .envs(env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        times.push(started.elapsed());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("\"allow\""), "{text}");
+    }
+    times.sort();
+    println!(
+        "  a tool call through a real `eagle hook claude-pretool` (100 runs, a Read: no request): p50 {:.2} ms, p99 {:.2} ms",
+        percentile(&times, 0.5),
+        percentile(&times, 0.99)
+    );
+}
+
+/// `/healthz`, `/readyz` (1,000 each) and `/metrics` (100) of Eagle's
+/// listener, over one kept-alive connection.
+async fn endpoints(port: u16) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    for (path, n) in [("healthz", 1_000), ("readyz", 1_000), ("metrics", 100)] {
+        let url = format!("http://127.0.0.1:{port}/{path}");
+        let mut times = Vec::with_capacity(n);
+        let mut bytes = 0;
+        for _ in 0..n {
+            let started = Instant::now();
+            let response = client.get(&url).send().await.expect("an answer");
+            assert!(
+                response.status().is_success(),
+                "{path}: {}",
+                response.status()
+            );
+            bytes = response.bytes().await.unwrap().len();
+            times.push(started.elapsed());
+        }
+        times.sort();
+        println!(
+            "  /{path} ({n} requests, {bytes} bytes): p50 {:.3} ms, p99 {:.3} ms",
+            percentile(&times, 0.5),
+            percentile(&times, 0.99)
+        );
+    }
+}
+
+/// Resident memory of a process now and at its peak, in MiB.
+fn rss(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
 }
 
 /// The workers this bench started (the runner leaves them to a next runner).
@@ -263,9 +349,19 @@ async fn two_processes(label: &str, postgres: Option<String>) {
             home.path().join("data/eagle.db").display()
         ),
     };
+    let ops_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
     let spawn = |profile: &str| {
+        let listen = if profile == "eagle" {
+            format!("127.0.0.1:{ops_port}")
+        } else {
+            String::new()
+        };
         Command::new(eagle_bin())
             .args(["run", "--profile", profile])
+            .env("EAGLE_OPS__LISTEN", listen)
             .env_clear()
             .env("HOME", home.path())
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -293,6 +389,13 @@ async fn two_processes(label: &str, postgres: Option<String>) {
     go(&store).await;
     let worker = worker_env(&store).await;
     measure(&format!("two processes (eagle run × 2), {label}"), worker).await;
+    endpoints(ops_port).await;
+    for (name, child) in [("eagle", &eagle), ("executor", &executor)] {
+        let (now, peak) = rss(child.id());
+        println!(
+            "  RSS of `eagle run --profile {name}` after them: {now:.1} MiB (peak {peak:.1} MiB)"
+        );
+    }
     for child in [&mut eagle, &mut executor] {
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])

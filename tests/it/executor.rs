@@ -508,7 +508,11 @@ async fn the_seed_story_through_zulip_on_postgres() {
 }
 
 /// Waits for a message from `sender` whose content contains `needle`.
-async fn wait_post(realm: &Realm, sender: u64, needle: &str) -> fake_zulip::StoredMessage {
+pub(crate) async fn wait_post(
+    realm: &Realm,
+    sender: u64,
+    needle: &str,
+) -> fake_zulip::StoredMessage {
     let wanted = needle.to_string();
     let ok = realm
         .fake

@@ -131,6 +131,12 @@ impl TestDb {
     }
 }
 
+/// Puts the built-in plugins, compiled once per test process, in the
+/// plugin caches of a data directory the test does not get from [`Home`].
+pub fn seed_plugin_cache(data_dir: &Path) {
+    plugin_cache::seed(data_dir);
+}
+
 /// The `eagle` binary built for these tests, where the test worker user
 /// can run it: the build itself when every directory above it lets others
 /// pass, else a copy in a directory of its own under the system's temporary

@@ -222,8 +222,23 @@ impl Asana {
             request = request.json(body);
         }
         let started = Instant::now();
-        let response = request.send().await.map_err(|e| self.transport(&what, e))?;
+        let count = |outcome: &str| {
+            crate::metrics::get()
+                .asana_calls
+                .get_or_create(&crate::metrics::OutcomeLabels {
+                    outcome: outcome.into(),
+                })
+                .inc();
+        };
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => {
+                count("transport");
+                return Err(self.transport(&what, error));
+            }
+        };
         let status = response.status();
+        count(crate::metrics::http_outcome(status.as_u16()));
         let headers = response.headers().clone();
         let body = response
             .bytes()

@@ -16,7 +16,7 @@ pub(super) async fn check(
     println!(
         "ok    profile {}: settings are valid ({})",
         profile.name,
-        profile.path.display()
+        profile.source()
     );
     let store = super::open_store(profile).await?;
     println!(

@@ -2,7 +2,7 @@
 //! backup <file>` (see [`super::backup`]) and `eagle db prune`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -61,7 +61,7 @@ pub enum DbCommand {
 
 /// `eagle migrate [--check]`.
 pub(super) async fn migrate(
-    dir: &Path,
+    dir: &super::Profiles,
     args: MigrateArgs,
     env: &BTreeMap<String, String>,
 ) -> anyhow::Result<ExitCode> {
@@ -109,7 +109,7 @@ pub(super) async fn migrate(
 
 /// `eagle db …`.
 pub(super) async fn run(
-    dir: &Path,
+    dir: &super::Profiles,
     command: DbCommand,
     env: &BTreeMap<String, String>,
 ) -> anyhow::Result<ExitCode> {

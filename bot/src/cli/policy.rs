@@ -16,7 +16,7 @@ use crate::policy::{
 const USAGE: u8 = 2;
 
 pub async fn run(
-    dir: &Path,
+    dir: &super::Profiles,
     command: PolicyCommand,
     env: &BTreeMap<String, String>,
 ) -> anyhow::Result<ExitCode> {

@@ -1,5 +1,5 @@
-//! `eagle profile list | show | create`: the profiles directory as an
-//! operator sees it (never a secret).
+//! `eagle profile list | show | create | init`: the profiles directory as
+//! an operator sees it (never a secret).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -8,21 +8,49 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 
-use crate::profile::{self, Profile, UserRef};
+use crate::profile::{self, Profile, ProfilesDir, UserRef};
 
-/// `eagle profile list`: each profile's role and name, or why it is invalid.
-pub(super) fn list(dir: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<ExitCode> {
-    let names = profile::list(dir)
-        .with_context(|| format!("cannot read the profiles directory {}", dir.display()))?;
-    if names.is_empty() {
-        println!("no profiles in {}", dir.display());
+/// `eagle profile list`: each profile's role, name and file (or
+/// "built-in"), or why it is invalid.
+pub(super) fn list(dir: &ProfilesDir, env: &BTreeMap<String, String>) -> anyhow::Result<ExitCode> {
+    let mut names = dir
+        .files()
+        .with_context(|| format!("cannot read the profiles directory {}", dir.path.display()))?;
+    println!("profiles in {} ({})", dir.path.display(), dir.chosen_by);
+    for builtin in profile::BUILT_IN {
+        if !names.iter().any(|n| n == builtin.name) {
+            names.push(builtin.name.to_string());
+        }
     }
+    names.sort();
     for name in names {
-        match Profile::load(dir, &name, env) {
-            Ok(p) => println!("{name}\t{}\t{}", p.role.as_str(), p.display_name),
+        match dir.load(&name, env) {
+            Ok(p) => println!(
+                "{name}\t{}\t{}\t{}",
+                p.role.as_str(),
+                p.display_name,
+                match p.origin {
+                    profile::Origin::File => p.path.display().to_string(),
+                    profile::Origin::BuiltIn => "built-in".into(),
+                }
+            ),
             Err(e) => println!("{name}\tinvalid: {e}"),
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `eagle profile init`: the built-in profiles written out to edit.
+pub(super) fn init(dir: &Path, force: bool) -> anyhow::Result<ExitCode> {
+    let written = profile::locate::init(dir, force).map_err(anyhow::Error::msg)?;
+    for path in &written {
+        println!("wrote {}", path.display());
+    }
+    println!(
+        "edit them there; put each bot's zuliprc beside them ({}, {})",
+        dir.join("eagle.zuliprc").display(),
+        dir.join("executor.zuliprc").display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -45,7 +73,7 @@ pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String
         out,
         "profile:       {} ({})",
         profile.name,
-        profile.path.display()
+        profile.source()
     );
     let _ = writeln!(out, "role:          {}", profile.role.as_str());
     let _ = writeln!(out, "display name:  {}", profile.display_name);
@@ -86,7 +114,7 @@ pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String
         profile
             .persona
             .as_ref()
-            .map_or("(none)".into(), |p| p.display().to_string())
+            .map_or("(none)".into(), ToString::to_string)
     );
     let _ = writeln!(
         out,
@@ -145,16 +173,23 @@ pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String
 
 /// Copies profile `from` (and its persona) to `name`, pointing the copy at
 /// its own zuliprc so that two profiles never share one bot identity.
-pub fn create_profile(dir: &Path, name: &str, from: &str) -> anyhow::Result<()> {
+pub fn create_profile(dir: &ProfilesDir, name: &str, from: &str) -> anyhow::Result<()> {
     profile::validate_name(name).map_err(anyhow::Error::msg)?;
     profile::validate_name(from).map_err(anyhow::Error::msg)?;
+    let dir = &dir.path;
     let source = dir.join(format!("{from}.toml"));
     let target = dir.join(format!("{name}.toml"));
     if target.exists() {
         bail!("{} exists already; pick another name", target.display());
     }
-    let text = std::fs::read_to_string(&source)
-        .with_context(|| format!("cannot read profile {}", source.display()))?;
+    // A built-in profile is copied from the binary.
+    let builtin = profile::locate::built_in(from).filter(|_| !source.is_file());
+    let text = match builtin {
+        Some(b) => b.toml.to_string(),
+        None => std::fs::read_to_string(&source)
+            .with_context(|| format!("cannot read profile {}", source.display()))?,
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let text = text
         .replace(
             &format!("\"{from}.zuliprc\""),
@@ -166,17 +201,25 @@ pub fn create_profile(dir: &Path, name: &str, from: &str) -> anyhow::Result<()> 
         );
     std::fs::write(&target, text).with_context(|| format!("cannot write {}", target.display()))?;
     let persona = dir.join(format!("{from}.soul.md"));
+    let copy = dir.join(format!("{name}.soul.md"));
     if persona.is_file() {
-        let copy = dir.join(format!("{name}.soul.md"));
         if !copy.exists() {
             std::fs::copy(&persona, &copy)
                 .with_context(|| format!("cannot copy {}", persona.display()))?;
         }
+    } else if let Some(b) = builtin
+        && !copy.exists()
+    {
+        std::fs::write(&copy, b.soul.1)
+            .with_context(|| format!("cannot write {}", copy.display()))?;
     }
     println!(
         "created {} from {}; give it its own bot: put its zuliprc at {}",
         target.display(),
-        source.display(),
+        match builtin {
+            Some(_) => format!("the built-in {from}"),
+            None => source.display().to_string(),
+        },
         dir.join(format!("{name}.zuliprc")).display()
     );
     Ok(())

@@ -95,6 +95,8 @@ pub struct Context {
     pub policy: Option<PolicyHost>,
     /// The work the runner has in hand (claims, adoptions, workers).
     pub busy: watch::Sender<usize>,
+    /// What `/readyz` depends on ([`crate::ops`]).
+    pub health: Arc<crate::ops::Health>,
     demo_worker: bool,
 }
 
@@ -122,8 +124,15 @@ impl Context {
             }
             None => None,
         };
+        let identities = [&eagle, &executor]
+            .into_iter()
+            .flatten()
+            .map(|side| side.profile.name.clone())
+            .collect();
+        let health = crate::ops::Health::new(store.clone(), identities);
         Ok(Context {
             store,
+            health,
             instance: crate::host::instance_name(),
             exe: setup.exe,
             eagle,
@@ -132,6 +141,18 @@ impl Context {
             busy: watch::Sender::new(0),
             demo_worker: setup.demo_worker,
         })
+    }
+
+    /// The distinct addresses the profiles ask metrics and health to be
+    /// served on (`[ops] listen`).
+    pub fn ops_addresses(&self) -> Vec<std::net::SocketAddr> {
+        let mut addrs: Vec<_> = [&self.eagle, &self.executor]
+            .into_iter()
+            .flatten()
+            .filter_map(|side| side.profile.ops.listen)
+            .collect();
+        addrs.dedup();
+        addrs
     }
 
     /// Eagle's side and its plugins, for the loops that need both.

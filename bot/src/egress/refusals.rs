@@ -51,6 +51,7 @@ impl Refusals {
     /// Notes one refusal; true the first time this attempt for this
     /// destination (worth a log line; repeats are only counted).
     pub fn note(&self, host: &str, port: u16, reason: &str) -> bool {
+        crate::metrics::get().sandbox_refusals.inc();
         let now = crate::store::now();
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let key = (host.to_string(), port);

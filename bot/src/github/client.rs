@@ -512,9 +512,34 @@ impl GitHub {
                 error_chain(&e.without_url())
             },
         };
-        let response = request.send().await.map_err(transport)?;
+        let metrics = crate::metrics::get();
+        let count = |outcome: &str| {
+            metrics
+                .github_calls
+                .get_or_create(&crate::metrics::OutcomeLabels {
+                    outcome: outcome.into(),
+                })
+                .inc();
+        };
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => {
+                count("transport");
+                return Err(transport(error));
+            }
+        };
         let status = response.status();
+        count(crate::metrics::http_outcome(status.as_u16()));
         let headers = response.headers().clone();
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        if let Some(remaining) = text("x-ratelimit-remaining").and_then(|v| v.trim().parse().ok()) {
+            metrics
+                .github_remaining
+                .get_or_create(&crate::metrics::NameLabels {
+                    name: text("x-ratelimit-resource").unwrap_or("core").to_string(),
+                })
+                .set(remaining);
+        }
         let body = response.bytes().await.map_err(transport)?.to_vec();
         tracing::debug!(
             request = what,

@@ -85,6 +85,31 @@ pub enum PluginError {
     },
 }
 
+impl PluginError {
+    /// The failure's kind, as a metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PluginError::Read { .. } => "read",
+            PluginError::NotComponent(_) => "not_component",
+            PluginError::Incompatible { .. } => "incompatible",
+            PluginError::ForbiddenImport { .. } => "forbidden_import",
+            PluginError::Load(_) => "load",
+            PluginError::Timeout { .. } => "timeout",
+            PluginError::OutOfFuel { .. } => "fuel",
+            PluginError::Memory { .. } => "memory",
+            PluginError::StackOverflow => "stack",
+            PluginError::Panic(_) => "panic",
+            PluginError::CapabilityDenied(_) => "capability_denied",
+            PluginError::Trap(_) => "trap",
+            PluginError::Garbage(_) => "garbage",
+            PluginError::CircuitOpen { .. } => "circuit_open",
+            PluginError::Unsafe { .. } => "unsafe",
+            PluginError::Missing { .. } => "missing",
+            PluginError::TooLarge { .. } => "too_large",
+        }
+    }
+}
+
 /// What a store carries for one call.
 pub struct CallState {
     plugin: String,
@@ -466,7 +491,17 @@ impl LoadedPlugin {
             .pre
             .instantiate(&mut store)
             .and_then(|bindings| f(&mut store, &bindings));
-        result.map_err(|error| self.classify(&error, store.data()))
+        let result = result.map_err(|error| self.classify(&error, store.data()));
+        let fuel = self
+            .limits
+            .fuel
+            .saturating_sub(store.get_fuel().unwrap_or(0));
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(error) => error.kind(),
+        };
+        crate::metrics::get().plugin_call(&self.identity.name, outcome, fuel);
+        result
     }
 
     /// Turns a wasmtime error into the failure it stands for.

@@ -116,7 +116,7 @@ pub struct DigestSettings {
 pub(super) fn conversation(
     raw: RawConversation,
     origins: &Origins<'_>,
-    persona: Option<&Path>,
+    persona: Option<&super::Persona>,
     env: &BTreeMap<String, String>,
 ) -> Result<Option<ConversationSettings>, ProfileError> {
     let backend = match raw.backend.as_deref().map(str::trim) {
@@ -215,7 +215,10 @@ pub(super) fn conversation(
     };
     let persona = match persona {
         None => None,
-        Some(path) => Some(read_persona(path).map_err(|why| origins.error("persona", None, why))?),
+        Some(super::Persona::File(path)) => {
+            Some(read_persona(path).map_err(|why| origins.error("persona", None, why))?)
+        }
+        Some(super::Persona::BuiltIn { text, .. }) => Some((*text).to_string()),
     };
     Ok(Some(ConversationSettings {
         backend,

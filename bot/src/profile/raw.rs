@@ -17,6 +17,7 @@ pub const ENV_PREFIX: &str = "EAGLE_";
 /// directory, and what a runner hands its workers (`eagle request` reads them).
 pub const RESERVED_ENV: &[&str] = &[
     "EAGLE_PROFILES_DIR",
+    "EAGLE_LOG_FORMAT",
     "EAGLE_RUN_ID",
     "EAGLE_RUN_SOCKET",
     "EAGLE_RUN_TOKEN",
@@ -144,6 +145,9 @@ const ENV_KEYS: &[&str] = &[
     "digest.utc_offset",
     "digest.channel",
     "digest.topic",
+    "ops.listen",
+    "ops.beyond_loopback",
+    "ops.log_format",
 ];
 
 /// A user named in a profile: a Zulip user id or an email address.
@@ -185,6 +189,8 @@ pub struct RawProfile {
     #[serde(default)]
     pub conversation: super::conversation::RawConversation,
     pub digest: Option<super::conversation::RawDigest>,
+    #[serde(default)]
+    pub ops: super::ops::RawOps,
     #[serde(default)]
     pub store: super::care::RawStore,
 }
@@ -346,8 +352,32 @@ pub fn load(path: &Path, env: &BTreeMap<String, String>) -> Result<RawProfile, P
     if !path.is_file() {
         return Err(ProfileError::new(&file, None, "no such profile file"));
     }
-    let mut builder =
-        Config::builder().add_source(File::from(path).format(FileFormat::Toml).required(true));
+    with_overrides(
+        &file,
+        Config::builder().add_source(File::from(path).format(FileFormat::Toml).required(true)),
+        env,
+    )
+}
+
+/// A built-in profile's text (named `label` in errors), with the same
+/// `EAGLE_*` overrides as a file.
+pub fn load_text(
+    label: &str,
+    text: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<RawProfile, ProfileError> {
+    with_overrides(
+        label,
+        Config::builder().add_source(File::from_str(text, FileFormat::Toml)),
+        env,
+    )
+}
+
+fn with_overrides(
+    file: &str,
+    mut builder: config::ConfigBuilder<config::builder::DefaultState>,
+    env: &BTreeMap<String, String>,
+) -> Result<RawProfile, ProfileError> {
     for (var, value) in env {
         let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
             continue;
@@ -381,10 +411,10 @@ pub fn load(path: &Path, env: &BTreeMap<String, String>) -> Result<RawProfile, P
     }
     let config = builder
         .build()
-        .map_err(|e| ProfileError::new(&file, None, clean_config_error(&e)))?;
+        .map_err(|e| ProfileError::new(file, None, clean_config_error(&e)))?;
     config
         .try_deserialize()
-        .map_err(|e| ProfileError::new(&file, None, clean_config_error(&e)))
+        .map_err(|e| ProfileError::new(file, None, clean_config_error(&e)))
 }
 
 fn env_names() -> String {

@@ -61,7 +61,7 @@ fn loads_the_shipped_profiles() {
         eagle
             .persona
             .as_ref()
-            .is_some_and(|p| p.ends_with("eagle.soul.md"))
+            .is_some_and(|p| matches!(p, super::Persona::File(p) if p.ends_with("eagle.soul.md")))
     );
     assert_eq!(eagle.data_dir, Path::new("/home/tester/.local/share/eagle"));
     assert_eq!(

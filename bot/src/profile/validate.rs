@@ -4,11 +4,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::locate::BuiltIn;
 use super::raw::{RawDecisions, RawProfile, RawRunner, RawUserRef};
 use super::worker_env::env_names;
 use super::{
-    ChatSettings, DatabaseUrl, DecisionSettings, KindLimits, PluginLimits, PluginSource,
-    PluginSpec, PolicySettings, Profile, ProfileError, Role, RunnerSettings, UserRef,
+    ChatSettings, DatabaseUrl, DecisionSettings, KindLimits, Origin, Persona, PluginLimits,
+    PluginSource, PluginSpec, PolicySettings, Profile, ProfileError, Role, RunnerSettings, UserRef,
     WorkerCommand, WorkerEnv, WorkerKind, ZulipSettings, default_data_dir,
 };
 
@@ -79,14 +80,20 @@ impl Origins<'_> {
     }
 }
 
+/// `builtin`: the profile is built in (`path` is where its file would be,
+/// what its relative paths resolve against).
 pub fn validate(
     name: &str,
     path: &Path,
     raw: RawProfile,
     env: &BTreeMap<String, String>,
+    builtin: Option<&BuiltIn>,
 ) -> Result<Profile, ProfileError> {
     let origins = Origins {
-        file: path.display().to_string(),
+        file: match builtin {
+            Some(b) => format!("built-in profile {}", b.name),
+            None => path.display().to_string(),
+        },
         env,
     };
     let base = path.parent().unwrap_or(Path::new("."));
@@ -191,16 +198,27 @@ pub fn validate(
     let persona = match raw.persona.as_deref() {
         Some(file) => {
             let path = origins.resolve("persona", base, file);
-            if !path.is_file() {
-                return Err(origins.error(
-                    "persona",
-                    None,
-                    format!("{} does not exist", path.display()),
-                ));
+            // A built-in profile's own persona is built in too, unless a
+            // file of that name is beside where the profile would be.
+            let own = builtin.filter(|b| file == b.soul.0 && origins.of("persona") == origins.file);
+            match own {
+                _ if path.is_file() => Some(Persona::File(path)),
+                Some(b) => Some(Persona::BuiltIn {
+                    name: b.soul.0,
+                    text: b.soul.1,
+                }),
+                None => {
+                    return Err(origins.error(
+                        "persona",
+                        None,
+                        format!("{} does not exist", path.display()),
+                    ));
+                }
             }
-            Some(path)
         }
-        None => Some(base.join(format!("{name}.soul.md"))).filter(|p| p.is_file()),
+        None => Some(base.join(format!("{name}.soul.md")))
+            .filter(|p| p.is_file())
+            .map(Persona::File),
     };
 
     let zulip = ZulipSettings {
@@ -349,8 +367,9 @@ pub fn validate(
         .transpose()?;
 
     let conversation =
-        super::conversation::conversation(raw.conversation, &origins, persona.as_deref(), env)?;
+        super::conversation::conversation(raw.conversation, &origins, persona.as_ref(), env)?;
     let digest = super::conversation::digest(raw.digest, &origins, &executor_channel)?;
+    let ops = super::ops::ops(raw.ops, &origins)?;
     // An escalation must reach someone: Eagle with approvers names its owner.
     if role == Role::Orchestrator && !approvers.is_empty() && owner.is_none() {
         return Err(origins.error(
@@ -364,6 +383,11 @@ pub fn validate(
     Ok(Profile {
         name: name.to_string(),
         path: path.to_path_buf(),
+        origin: if builtin.is_some() {
+            Origin::BuiltIn
+        } else {
+            Origin::File
+        },
         role,
         display_name,
         zuliprc,
@@ -386,6 +410,7 @@ pub fn validate(
         shell_wait,
         conversation,
         digest,
+        ops,
         prune_after,
     })
 }

@@ -152,7 +152,14 @@ async fn answer(ctx: &SocketCtx, ask: Ask) -> Answer {
             escalate,
             ..
         } => request(ctx, key, action, body, escalate).await,
-        Ask::Hook { input, .. } => hook_call(ctx, input).await,
+        Ask::Hook { input, .. } => {
+            let started = std::time::Instant::now();
+            let answered = hook_call(ctx, input).await;
+            crate::metrics::get()
+                .hook_seconds
+                .observe(started.elapsed().as_secs_f64());
+            answered
+        }
     };
     result.unwrap_or_else(|error| match error {
         StoreError::Fenced(_) => Answer::new(
@@ -207,8 +214,17 @@ async fn request(
         Some(Err(_)) => return Ok(reused_key()),
         Some(Ok(request)) => request,
     };
+    tracing::info!(run = ctx.fence.run, request = recorded.id, action = %recorded.action, "request recorded; waiting for the decision");
     let deadline = tokio::time::Instant::now() + ctx.shared.settings.request_wait;
     let decided = wait(ctx, &[recorded.id], deadline).await?;
+    if let Some(request) = &decided {
+        tracing::debug!(
+            run = ctx.fence.run,
+            request = request.id,
+            status = request.status.as_str(),
+            "decision handed to the worker"
+        );
+    }
     let Some(request) = decided else {
         return Ok(Answer::new(Status::Stop, stop_reason(ctx)));
     };

@@ -279,6 +279,13 @@ impl Tx {
             .request(id)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("request {id} vanished")))?;
+        let action = request.action.clone();
+        self.count_on_commit(move || {
+            crate::metrics::get()
+                .requests
+                .get_or_create(&crate::metrics::ActionLabels { action })
+                .inc();
+        });
         Ok(Recorded { request, new: true })
     }
 
@@ -366,6 +373,12 @@ impl Tx {
         })
         .await?;
         self.notify().await?;
+        let status = if status == "approved" {
+            RequestStatus::Approved
+        } else {
+            RequestStatus::Denied
+        };
+        self.count_decision(request, status, "human");
         self.request(id).await
     }
 
@@ -424,7 +437,25 @@ impl Tx {
             return Ok(None);
         }
         self.notify().await?;
-        self.request(id).await
+        let decided = self.request(id).await?;
+        if let Some(request) = &decided {
+            let by = decided_by.strip_prefix("policy:").unwrap_or("none");
+            self.count_decision(request, status, by);
+        }
+        Ok(decided)
+    }
+
+    /// Counts a decision in the metrics, once this commits.
+    fn count_decision(&mut self, request: &Request, status: RequestStatus, by: &str) {
+        let outcome = match status {
+            RequestStatus::Approved => "approve",
+            RequestStatus::Denied => "deny",
+            RequestStatus::Escalated => "escalate",
+            _ => "other",
+        };
+        let waited = (super::now() - request.created_at).to_std().ok();
+        let (action, by) = (request.action.clone(), by.to_string());
+        self.count_on_commit(move || crate::metrics::get().decided(&action, outcome, &by, waited));
     }
 
     /// An approver's `!approve` / `!deny` on a request still open. `None`
@@ -487,6 +518,12 @@ impl Tx {
         })
         .await?;
         self.notify().await?;
+        let status = if approval.approve {
+            RequestStatus::Approved
+        } else {
+            RequestStatus::Denied
+        };
+        self.count_decision(&request, status, "human");
         Ok(Some(request))
     }
 

@@ -190,6 +190,17 @@ impl Tx {
             .map(|done| done.rows_affected())
         })
         .op("changing a run's state")?;
+        if from != to {
+            self.count_on_commit(move || {
+                crate::metrics::get()
+                    .run_transitions
+                    .get_or_create(&crate::metrics::TransitionLabels {
+                        from: from.as_str().into(),
+                        to: to.as_str().into(),
+                    })
+                    .inc();
+            });
+        }
         Ok(())
     }
 

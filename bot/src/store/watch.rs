@@ -9,8 +9,11 @@
 //!   to every `LISTEN`ing process at commit. A `LISTEN` connection misses
 //!   notifications while it reconnects, so a reconnect counts as a change
 //!   and the listeners sweep everything pending;
-//! * **SQLite across processes**: a bounded poll of `PRAGMA data_version`
-//!   on a connection of its own. The pragma is a read-only check that never
+//! * **SQLite across processes**: the committing process rings the others'
+//!   doorbells ([`super::doorbell`]: a datagram to each watcher's socket
+//!   beside the file), and a poll of `PRAGMA data_version` on a connection
+//!   of its own catches what rings nobody (every 500 ms with a doorbell,
+//!   every 25 ms without one). The pragma is a read-only check that never
 //!   takes the write lock, and its value changes when another connection
 //!   commits.
 //!
@@ -22,13 +25,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::Connection as _;
+
+use super::doorbell::Doorbell;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// The PostgreSQL notification channel.
 pub(crate) const CHANNEL: &str = "eagle_changes";
-/// How often SQLite's data version is read.
+/// How often SQLite's data version is read when nothing rings.
 const SQLITE_POLL: Duration = Duration::from_millis(25);
+/// How often it is read when the doorbell is bound: only a writer that does
+/// not ring waits this long.
+const SQLITE_POLL_WITH_DOORBELL: Duration = Duration::from_millis(500);
 
 /// Shared by every clone of a store.
 #[derive(Debug)]
@@ -38,21 +46,34 @@ pub(crate) struct Hub {
     ready: watch::Sender<bool>,
     started: std::sync::Once,
     pub(crate) stop: CancellationToken,
+    /// Other processes on this SQLite file, rung on commit.
+    doorbell: Option<Doorbell>,
 }
 
 impl Hub {
-    pub(crate) fn new() -> Arc<Hub> {
+    pub(crate) fn new(doorbell: Option<Doorbell>) -> Arc<Hub> {
         Arc::new(Hub {
             generation: watch::Sender::new(0),
             ready: watch::Sender::new(false),
             started: std::sync::Once::new(),
             stop: CancellationToken::new(),
+            doorbell,
         })
     }
 
     /// Marks a change made in this process.
     pub(crate) fn bump(&self) {
         self.generation.send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    /// Marks a committed change: this process's loops, and the other
+    /// processes' on the same SQLite file (PostgreSQL tells its listeners
+    /// itself, at commit).
+    pub(crate) fn committed(&self) {
+        self.bump();
+        if let Some(doorbell) = &self.doorbell {
+            doorbell.ring();
+        }
     }
 }
 
@@ -166,6 +187,13 @@ async fn poll_sqlite(store: &super::Store) {
     let super::Pool::Sqlite(pool) = &store.pool else {
         return;
     };
+    let hub = &store.hub;
+    let bell = hub.doorbell.as_ref().and_then(Doorbell::listen);
+    let every = if bell.is_some() {
+        SQLITE_POLL_WITH_DOORBELL
+    } else {
+        SQLITE_POLL
+    };
     let options = pool.connect_options();
     let mut backoff = crate::backoff::Backoff::new();
     loop {
@@ -179,10 +207,25 @@ async fn poll_sqlite(store: &super::Store) {
             }
         };
         let mut last: Option<i64> = None;
-        let mut tick = tokio::time::interval(SQLITE_POLL);
+        let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tick.tick().await;
+            let rung = async {
+                match &bell {
+                    Some(bell) => bell.rung().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tick.tick() => {}
+                result = rung => {
+                    if result.is_ok() {
+                        // A ring is a commit: no need to read the version.
+                        hub.bump();
+                        continue;
+                    }
+                }
+            }
             match sqlx::query_scalar::<_, i64>("PRAGMA data_version")
                 .fetch_one(&mut conn)
                 .await
@@ -190,12 +233,12 @@ async fn poll_sqlite(store: &super::Store) {
                 Ok(version) => {
                     backoff.succeeded();
                     match last {
-                        Some(v) if v != version => store.hub.bump(),
+                        Some(v) if v != version => hub.bump(),
                         Some(_) => {}
                         // Connected: whatever happened before is swept now.
                         None => {
-                            store.hub.bump();
-                            store.hub.ready.send_replace(true);
+                            hub.bump();
+                            hub.ready.send_replace(true);
                         }
                     }
                     last = Some(version);
@@ -203,7 +246,7 @@ async fn poll_sqlite(store: &super::Store) {
                 Err(error) => {
                     let wait = backoff.failed();
                     tracing::warn!(%error, wait_ms = wait.as_millis() as u64, "cannot read the database's data version; reconnecting");
-                    store.hub.bump();
+                    hub.bump();
                     tokio::time::sleep(wait).await;
                     break;
                 }

@@ -376,8 +376,15 @@ impl Client {
             Bucket::Api => &self.api,
             Bucket::Events => &self.events,
         };
+        let waited = std::time::Instant::now();
         pacer.ready().await;
+        let metrics = crate::metrics::get();
+        let waited = waited.elapsed();
+        if waited >= Duration::from_millis(1) {
+            metrics.pacer_wait_seconds.inc_by(waited.as_secs_f64());
+        }
         gate().await?;
+        let endpoint = endpoint_label(path);
         let url = self
             .base
             .join(path)
@@ -393,8 +400,21 @@ impl Client {
             request.form(params)
         };
         tracing::trace!(%method, path, "zulip request");
-        let response = request.send().await.map_err(transport_error)?;
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => {
+                let error = transport_error(error);
+                let outcome = if matches!(error, Error::Timeout) {
+                    "timeout"
+                } else {
+                    "transport"
+                };
+                metrics.zulip_call(&endpoint, outcome);
+                return Err(error);
+            }
+        };
         let status = response.status();
+        metrics.zulip_call(&endpoint, crate::metrics::http_outcome(status.as_u16()));
         let headers = response.headers().clone();
         observe_rate_limit(pacer, &headers);
         let body = response.bytes().await.map_err(transport_error)?;
@@ -409,6 +429,20 @@ impl Client {
             detail: format!("unexpected response shape: {e}"),
         })
     }
+}
+
+/// A path as a metric label: ids become `:id` (`messages/:id/reactions`).
+fn endpoint_label(path: &str) -> String {
+    path.split('/')
+        .map(|part| {
+            if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
+                ":id"
+            } else {
+                part
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 fn json<T: serde::Serialize + ?Sized>(value: &T) -> String {

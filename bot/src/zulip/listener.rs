@@ -129,6 +129,7 @@ impl<'a> Listener<'a> {
             let poll_timeout = longpoll + (longpoll / 10).max(Duration::from_secs(5));
             let queue_id = registration.queue_id.clone();
             tracing::info!(profile = %self.profile.name, queue_id, "event queue registered");
+            crate::metrics::get().connected(self.identity(), true);
             let _ = self
                 .store
                 .record_queue(
@@ -157,6 +158,9 @@ impl<'a> Listener<'a> {
                 };
                 match polled {
                     Ok(events) => {
+                        if !polled_once || backoff.failures() > 0 {
+                            crate::metrics::get().connected(self.identity(), true);
+                        }
                         backoff.succeeded();
                         refused_queues.succeeded();
                         polled_once = true;
@@ -198,6 +202,7 @@ impl<'a> Listener<'a> {
                         pause(shutdown, backoff.failed_at_least(retry_after)).await;
                     }
                     Err(error) => {
+                        crate::metrics::get().connected(self.identity(), false);
                         let wait = backoff.failed();
                         tracing::warn!(%error, wait_ms = wait.as_millis() as u64, "polling for events failed; retrying");
                         dont_block = true;
