@@ -49,7 +49,7 @@ use crate::profile::DatabaseUrl;
 
 pub use analysis::{Analysis, AnalyzerJob, SkipReason};
 pub use audit::{AuditEntry, NewAuditEntry};
-pub use care::{PruneRule, Pruned, RULES as PRUNE_RULES, RowCounts, sqlite_file};
+pub use care::{PRUNE_BATCH, PruneRule, Pruned, RULES as PRUNE_RULES, RowCounts, sqlite_file};
 pub use claims::{Claim, ClaimLimits};
 pub use controls::{Control, Notice};
 pub use conversations::{

@@ -683,5 +683,24 @@ async fn the_pruner_prunes_once_a_day_with_the_profiles_retention(db: Db) {
             .await
             .unwrap()
     );
+    // A backlog larger than a batch goes whole, a batch per transaction.
+    let many = match db {
+        Db::Sqlite => {
+            "INSERT INTO http_cache (url, etag, body, stored_at) \
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12001) \
+             SELECT 'https://b/' || i, 'e', 'b', $1 FROM n"
+        }
+        Db::Postgres => {
+            "INSERT INTO http_cache (url, etag, body, stored_at) \
+             SELECT 'https://b/' || i, 'e', 'b', $1 FROM generate_series(1, 12001) AS i"
+        }
+    };
+    exec(&test, db, many, old).await;
+    const { assert!(12001 > 2 * eagle::store::PRUNE_BATCH) };
+    let cut = Utc::now() - chrono::TimeDelta::days(30);
+    let pruned = store.prune_older_than(cut, false).await.unwrap();
+    let cache = pruned.iter().find(|p| p.table == "http_cache").unwrap();
+    assert_eq!(cache.rows, 12002);
+    assert_eq!(count(&test, db, "http_cache").await, 0);
     store.close().await;
 }

@@ -151,8 +151,8 @@ struct PgTarget {
 }
 
 impl PgTarget {
-    /// Takes sqlx's URL apart for libpq: `password` (in the user part or a
-    /// parameter) is handed over apart; sqlx's own parameters are left out
+    /// Takes the store's URL apart for libpq: `password` (in the user part or a
+    /// parameter) is handed over apart; the store driver's own parameters are left out
     /// (`statement-cache-capacity`) or translated (`options[search_path]`
     /// names the schemas to dump; other `options[k]=v` become libpq's
     /// `options=-c k=v`).
@@ -390,7 +390,7 @@ mod tests {
     }
 
     #[test]
-    fn the_password_leaves_the_uri_and_sqlx_parameters_become_libpq_ones() {
+    fn the_password_leaves_the_uri_and_driver_parameters_become_libpq_ones() {
         let t = target(
             "postgres://eagle:p%40ss%23w@db.example:5433/eagle?sslmode=require\
              &options[search_path]=eagle,\"$user\"&options[statement_timeout]=5s&statement-cache-capacity=10",

@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use sqlx::{ConnectOptions, Connection};
 
-use super::{QueryContext, Result, Store, StoreError, on_tx};
+use super::{Backend, QueryContext, Result, Store, StoreError, on_tx};
 use crate::profile::DatabaseUrl;
 
 /// One prunable table: what goes, as a condition on its rows, with `$1`
@@ -68,6 +68,19 @@ pub const RULES: &[PruneRule] = &[
     },
 ];
 
+/// Rows deleted per transaction.
+pub const PRUNE_BATCH: u64 = 5000;
+
+impl PruneRule {
+    fn pruned(&self, rows: u64) -> Pruned {
+        Pruned {
+            table: self.table,
+            what: self.what,
+            rows,
+        }
+    }
+}
+
 /// What one table lost (or would lose).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pruned {
@@ -102,18 +115,20 @@ impl std::fmt::Display for RowCounts {
 }
 
 impl Store {
-    /// Prunes every table of [`RULES`] of what is older than `before`, in
-    /// one transaction, and says per table how many rows went. With
-    /// `dry_run`, counts them and changes nothing.
+    /// Prunes every table of [`RULES`] of what is older than `before`, and
+    /// says per table how many rows went. Rows go [`PRUNE_BATCH`] at a time,
+    /// each batch its own transaction, so that a first prune of a large
+    /// backlog never holds SQLite's write lock for long while Eagle runs.
+    /// With `dry_run`, counts them in one read and changes nothing.
     pub async fn prune_older_than(
         &self,
         before: DateTime<Utc>,
         dry_run: bool,
     ) -> Result<Vec<Pruned>> {
-        let mut tx = self.begin_write().await?;
         let mut pruned = Vec::with_capacity(RULES.len());
-        for rule in RULES {
-            let rows = if dry_run {
+        if dry_run {
+            let mut tx = self.begin_read().await?;
+            for rule in RULES {
                 let sql = format!(
                     "SELECT COUNT(*) FROM {} WHERE {}",
                     rule.table, rule.condition
@@ -125,28 +140,40 @@ impl Store {
                         .await
                 })
                 .op("counting what may be pruned")?;
-                n.max(0) as u64
-            } else {
-                let sql = format!("DELETE FROM {} WHERE {}", rule.table, rule.condition);
-                on_tx!(tx, conn => {
-                    sqlx::query(sqlx::AssertSqlSafe(sql))
+                pruned.push(rule.pruned(n.max(0) as u64));
+            }
+            tx.rollback().await?;
+            return Ok(pruned);
+        }
+        // A row's own address: every table here has one, whatever its key.
+        let row = match self.backend() {
+            Backend::Sqlite => "rowid",
+            Backend::Postgres => "ctid",
+        };
+        for rule in RULES {
+            let sql = format!(
+                "DELETE FROM {table} WHERE {row} IN (SELECT {row} FROM {table} WHERE {condition} LIMIT {PRUNE_BATCH})",
+                table = rule.table,
+                condition = rule.condition,
+            );
+            let mut rows = 0;
+            loop {
+                let mut tx = self.begin_write().await?;
+                let gone = on_tx!(tx, conn => {
+                    sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
                         .bind(before)
                         .execute(conn)
                         .await
                         .map(|done| done.rows_affected())
                 })
-                .op("pruning")?
-            };
-            pruned.push(Pruned {
-                table: rule.table,
-                what: rule.what,
-                rows,
-            });
-        }
-        if dry_run {
-            tx.rollback().await?;
-        } else {
-            tx.commit().await?;
+                .op("pruning")?;
+                tx.commit().await?;
+                rows += gone;
+                if gone < PRUNE_BATCH {
+                    break;
+                }
+            }
+            pruned.push(rule.pruned(rows));
         }
         Ok(pruned)
     }
