@@ -143,6 +143,12 @@ async fn one_process() {
         "EAGLE_RUNNER__MAX_REQUESTS".to_string(),
         "100000".to_string(),
     );
+    // The bench asks from outside the worker, at the socket's real path
+    // (the sandbox's cost is `cargo bench --bench sandbox`'s).
+    env.insert("EAGLE_RUNNER__SANDBOX__MODE".to_string(), "off".to_string());
+    if let Some(user) = worker_user(home.path()) {
+        env.insert("EAGLE_RUNNER__WORKER_USER".to_string(), user.to_string());
+    }
     env.insert(
         "PATH".to_string(),
         std::env::var("PATH").unwrap_or_default(),
@@ -293,6 +299,30 @@ async fn kill_workers(store: &Store) {
     }
 }
 
+/// As root, workers run as a user of their own (Eagle refuses root):
+/// the integration tests' `eagle-test-worker`, created if missing, who
+/// must pass through `home`.
+fn worker_user(home: &std::path::Path) -> Option<&'static str> {
+    const USER: &str = "eagle-test-worker";
+    if eagle::host::euid() != 0 {
+        return None;
+    }
+    let exists = || {
+        Command::new("id")
+            .arg(USER)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !exists() {
+        let _ = Command::new("useradd")
+            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER])
+            .status();
+        assert!(exists(), "cannot create the worker user {USER}");
+    }
+    eagle::host::chmod(home, 0o711).unwrap();
+    Some(USER)
+}
+
 fn eagle_bin() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_BIN_EXE_eagle"))
 }
@@ -361,8 +391,8 @@ async fn two_processes(label: &str, postgres: Option<String>) {
         };
         Command::new(eagle_bin())
             .args(["run", "--profile", profile])
-            .env("EAGLE_OPS__LISTEN", listen)
             .env_clear()
+            .env("EAGLE_OPS__LISTEN", listen)
             .env("HOME", home.path())
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("EAGLE_PROFILES_DIR", &profiles)
@@ -370,6 +400,11 @@ async fn two_processes(label: &str, postgres: Option<String>) {
             .env("EAGLE_DATABASE_URL", &url)
             .env("EAGLE_RUNNER__WORKER_COMMAND", WORKER)
             .env("EAGLE_RUNNER__MAX_REQUESTS", "100000")
+            .env("EAGLE_RUNNER__SANDBOX__MODE", "off")
+            .env(
+                "EAGLE_RUNNER__WORKER_USER",
+                worker_user(home.path()).unwrap_or(""),
+            )
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
