@@ -315,7 +315,13 @@ fn worker_user(home: &std::path::Path) -> Option<&'static str> {
     };
     if !exists() {
         let _ = Command::new("useradd")
-            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER])
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                USER,
+            ])
             .status();
         assert!(exists(), "cannot create the worker user {USER}");
     }

@@ -15,23 +15,26 @@
 //! and `pg_stat_activity` every 20 ms. Set `SCALE_RUNS`, `SCALE_REQUESTS`,
 //! `SCALE_MAX_WORKERS` to change the load, `TEST_POSTGRES_URL` the server.
 //!
-//! Measured 2026-12-03, `cargo build --bench scale` (a **debug** build: the
-//! release build did not fit in the time, and two cores were shared with
-//! other builds, load 7–8), then `SCALE_RUNS=100 SCALE_REQUESTS=3
-//! target/debug/deps/scale-* 2 8 24` and `… 32`; PostgreSQL 15,
-//! `max_connections` = 100, `max_workers` = 16. "pool each" is each
-//! executor's `[store] max_connections` (Eagle keeps 8); "connections" the
-//! most seen in `pg_stat_activity` for the database (the bench's own
-//! included). The latencies and rates are those of debug binaries on a
-//! loaded machine (the release two-process figure is about 8 ms,
-//! `cargo bench --bench executor`); what holds at every size is the rest:
+//! Measured 2026-12-03 with the release build (`cargo bench --bench scale`
+//! built it; then `SCALE_RUNS=100 SCALE_REQUESTS=3 target/release/deps/scale-* 2 8 32`),
+//! two cores, nothing else running; PostgreSQL 15, `max_connections` = 100,
+//! `max_workers` = 16. "pool each" is each executor's `[store]
+//! max_connections` (Eagle keeps 8); "connections" the most seen in
+//! `pg_stat_activity` for the database (the bench's own included); the
+//! latency is a worker's, with the start of its `eagle request` process:
 //!
 //! | executors | pool each | runs | claims/s | decisions/s | latency p50 | latency p99 | most workers at once (journal / slots) | double runs | limit exceeded | PostgreSQL connections (most) | errors logged |
 //! |---|---|---|---|---|---|---|---|---|---|---|---|
-//! | 2 | 8 | 100/100 | 2.9 | 8.8 | 1368.4 ms | 2252.2 ms | 16 / 16 (limit 16) | 0 | no | 25 | 0 |
-//! | 8 | 8 | 100/100 | 1.0 | 3.1 | 4359.0 ms | 7389.0 ms | 16 / 16 (limit 16) | 0 | no | 73 | 0 |
-//! | 24 | 2 | 100/100 | 1.2 | 3.5 | 2899.8 ms | 7922.3 ms | 16 / 16 (limit 16) | 0 | no | 57 | 0 |
-//! | 32 | 2 | 100/100 | 1.0 | 3.1 | 3007.4 ms | 9530.7 ms | 16 / 16 (limit 16) | 0 | no | 73 | 0 |
+//! | 2 | 8 | 100/100 | 14.5 | 43.4 | 270.7 ms | 408.8 ms | 16 / 16 (limit 16) | 0 | no | 25 | 0 |
+//! | 8 | 8 | 100/100 | 7.2 | 21.5 | 579.6 ms | 1026.8 ms | 16 / 16 (limit 16) | 0 | no | 73 | 0 |
+//! | 32 | 2 | 100/100 | 3.9 | 11.7 | 807.1 ms | 2156.8 ms | 16 / 16 (limit 16) | 0 | no | 73 | 0 |
+//!
+//! One decider decides every request in turn (about 23 ms each on
+//! PostgreSQL with 16 workers asking at once), so decisions per second are
+//! its rate, not the executors'; and every change wakes every executor (one
+//! `NOTIFY` reaches all N listeners, each of which sweeps), so on two cores
+//! the rate falls as N grows: that fan-out, not the claims, is what slows
+//! first (the claims never collide: no double run, the limit held).
 //!
 //! What broke first at N = 32 with every process at the default pool of 8
 //! (up to 33 × 9 = 297 connections): the server's 100 connections. The

@@ -84,7 +84,7 @@ pub struct ProfilesDir {
 
 /// `$XDG_CONFIG_HOME/eagle/profiles`, else `~/.config/eagle/profiles`
 /// (`None` with neither set). From the environment map `main` read: the
-/// `etcetera` crate reads the process environment itself.
+/// `etcetera` crate (no longer a dependency) reads the process environment itself.
 pub fn config_profiles_dir(env: &BTreeMap<String, String>) -> Option<PathBuf> {
     let base = match env
         .get("XDG_CONFIG_HOME")
