@@ -17,6 +17,7 @@ mod bindings;
 mod compose;
 mod dropin;
 mod engine;
+mod error;
 mod plugin;
 mod set;
 

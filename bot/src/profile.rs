@@ -22,6 +22,7 @@ mod sandbox;
 #[cfg(test)]
 mod tests;
 mod validate;
+mod worker_command;
 mod worker_env;
 pub mod zuliprc;
 

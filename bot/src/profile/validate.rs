@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use super::locate::BuiltIn;
 use super::raw::{RawDecisions, RawProfile, RawRunner, RawUserRef};
+pub use super::worker_command::worker_command;
 use super::worker_env::env_names;
 use super::{
     ChatSettings, DatabaseUrl, DecisionSettings, KindLimits, Origin, Persona, PluginLimits,
     PluginSource, PluginSpec, PolicySettings, Profile, ProfileError, Role, RunnerSettings, UserRef,
-    WorkerCommand, WorkerEnv, WorkerKind, ZulipSettings, default_data_dir,
+    WorkerEnv, ZulipSettings, default_data_dir,
 };
 
 /// The plugins compiled into the binary.
@@ -602,77 +603,6 @@ fn runner_settings(
         hook_rules,
         sandbox,
         review: super::ReviewSettings::default(),
-    })
-}
-
-/// Parses a worker command template.
-pub fn worker_command(text: &str, kind: Option<&str>) -> Result<WorkerCommand, String> {
-    let argv = shell_words::split(text)
-        .map_err(|e| format!("{text:?} cannot be split into words: {e}"))?;
-    let Some(program) = argv.first() else {
-        return Err("is empty".into());
-    };
-    if program.contains('{') {
-        return Err(format!(
-            "{text:?}: the program itself cannot be a placeholder"
-        ));
-    }
-    let mut has_prompt = false;
-    for word in &argv {
-        let mut rest = word.as_str();
-        while let Some(open) = rest.find('{') {
-            let Some(close) = rest[open..].find('}') else {
-                return Err(format!("{word:?} has a '{{' without '}}'"));
-            };
-            let name = &rest[open + 1..open + close];
-            if !WORKER_PLACEHOLDERS.contains(&name) {
-                return Err(format!(
-                    "{{{name}}} is not a placeholder (use {})",
-                    WORKER_PLACEHOLDERS
-                        .iter()
-                        .map(|p| format!("{{{p}}}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-            if name == "prompt" && word != "{prompt}" {
-                return Err(format!(
-                    "{word:?}: {{prompt}} must be a word of its own (the prompt is handed to the \
-                     program on its standard input, never on its command line)"
-                ));
-            }
-            has_prompt |= name == "prompt";
-            rest = &rest[open + close + 1..];
-        }
-    }
-    if !has_prompt {
-        return Err(format!(
-            "{text:?} does not pass the prompt: put {{prompt}} where the program takes it"
-        ));
-    }
-    let is_claude = Path::new(program)
-        .file_name()
-        .is_some_and(|name| name == "claude");
-    let kind = match kind.map(str::trim) {
-        None | Some("auto") => {
-            if is_claude {
-                WorkerKind::Claude
-            } else {
-                WorkerKind::Generic
-            }
-        }
-        Some("claude") => WorkerKind::Claude,
-        Some("generic") => WorkerKind::Generic,
-        Some(other) => {
-            return Err(format!(
-                "worker_kind {other:?} is not one of auto, claude, generic"
-            ));
-        }
-    };
-    Ok(WorkerCommand {
-        template: text.to_string(),
-        argv,
-        kind,
     })
 }
 
