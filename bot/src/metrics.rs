@@ -367,6 +367,15 @@ impl Metrics {
     }
 }
 
+/// Counts one call of an API by how it ended.
+pub fn count(calls: &Family<OutcomeLabels, Counter>, outcome: &str) {
+    calls
+        .get_or_create(&OutcomeLabels {
+            outcome: outcome.to_string(),
+        })
+        .inc();
+}
+
 /// The outcome label of an HTTP status.
 pub fn http_outcome(status: u16) -> &'static str {
     match status {

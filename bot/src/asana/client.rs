@@ -222,14 +222,7 @@ impl Asana {
             request = request.json(body);
         }
         let started = Instant::now();
-        let count = |outcome: &str| {
-            crate::metrics::get()
-                .asana_calls
-                .get_or_create(&crate::metrics::OutcomeLabels {
-                    outcome: outcome.into(),
-                })
-                .inc();
-        };
+        let count = |outcome| crate::metrics::count(&crate::metrics::get().asana_calls, outcome);
         let response = match request.send().await {
             Ok(response) => response,
             Err(error) => {

@@ -513,14 +513,7 @@ impl GitHub {
             },
         };
         let metrics = crate::metrics::get();
-        let count = |outcome: &str| {
-            metrics
-                .github_calls
-                .get_or_create(&crate::metrics::OutcomeLabels {
-                    outcome: outcome.into(),
-                })
-                .inc();
-        };
+        let count = |outcome| crate::metrics::count(&metrics.github_calls, outcome);
         let response = match request.send().await {
             Ok(response) => response,
             Err(error) => {
