@@ -529,7 +529,15 @@ impl GitHub {
             metrics
                 .github_remaining
                 .get_or_create(&crate::metrics::NameLabels {
-                    name: text("x-ratelimit-resource").unwrap_or("core").to_string(),
+                    // The server's word, kept to a short plain name: a
+                    // label set stays small whatever a proxy sends.
+                    name: text("x-ratelimit-resource")
+                        .filter(|r| {
+                            r.len() <= 32
+                                && r.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                        })
+                        .unwrap_or("core")
+                        .to_string(),
                 })
                 .set(remaining);
         }

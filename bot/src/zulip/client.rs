@@ -431,14 +431,16 @@ impl Client {
     }
 }
 
-/// A path as a metric label: ids become `:id` (`messages/:id/reactions`).
+/// A path as a metric label: whatever is not a fixed name (an id, an
+/// email in `users/{email}`) becomes `:id`, so no label names a person and
+/// the labels stay few (`messages/:id/reactions`).
 fn endpoint_label(path: &str) -> String {
     path.split('/')
         .map(|part| {
-            if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
-                ":id"
-            } else {
+            if !part.is_empty() && part.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
                 part
+            } else {
+                ":id"
             }
         })
         .collect::<Vec<_>>()
@@ -538,6 +540,20 @@ fn interpret(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endpoint_labels_name_no_person_and_no_id() {
+        assert_eq!(
+            endpoint_label("messages/42/reactions"),
+            "messages/:id/reactions"
+        );
+        assert_eq!(endpoint_label("users/alex%40example.com"), "users/:id");
+        assert_eq!(
+            endpoint_label("users/me/subscriptions"),
+            "users/me/subscriptions"
+        );
+        assert_eq!(endpoint_label("register"), "register");
+    }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
