@@ -1,7 +1,7 @@
 //! Chat, independent of the transport: an inbound message in, effects and a
 //! reply out, in one transaction.
 //!
-//! Both transports (Zulip in [`crate::zulip`], the local [`crate::shell`])
+//! Both transports (Zulip in [`crate::transport::zulip`], the local [`crate::transport::shell`])
 //! turn what they receive into an [`InboundMessage`] and call
 //! [`handle_message`]. It claims the message in `processed_messages` first and
 //! acts only if that insert won, so a message is handled at most once even
@@ -9,10 +9,16 @@
 //! outbox in the same transaction, so a crash between doing and saying loses
 //! nothing.
 
+pub mod commands;
+pub mod conversation;
+pub mod digest;
+pub mod message;
+pub mod milestones;
+
 mod small_talk;
 
-use crate::commands::{self, BotNames, CommandContext, CommandReply, Invocation, parse_message};
-use crate::message::{InboundMessage, Place};
+use crate::chat::commands::{BotNames, CommandContext, CommandReply, Invocation, parse_message};
+use crate::chat::message::{InboundMessage, Place};
 use crate::profile::{Profile, Role};
 use crate::store::{NewOutboxItem, OutboxItem, OutboxKind, Store, StoreError, Tx};
 
@@ -50,7 +56,7 @@ pub struct ChatContext<'a> {
     pub bot: &'a BotNames,
     pub caps: ReplyCaps,
     /// Where Eagle posts about runs (the executor channel, under its identity).
-    pub poster: crate::mirror::Poster,
+    pub poster: crate::runtime::posts::Poster,
     /// How many messages each sender may send a minute (Zulip; the shell has none).
     pub limiter: Option<&'a SenderLimiter>,
     /// The sender in this process, if it takes replies straight from the
@@ -333,7 +339,7 @@ pub async fn handle_message(
         tracing::info_span!("message", profile = %message.identity, message = message.message_id);
     let handled = tracing::Instrument::instrument(handle(ctx, message), span).await;
     if let Ok(Handled::Replied { .. }) = handled {
-        crate::metrics::get()
+        crate::ground::metrics::get()
             .reaction_seconds
             .observe(started.elapsed().as_secs_f64());
     }
@@ -451,7 +457,7 @@ async fn act(
                     .is_approver(message.sender.user_id as u64, &message.sender.email),
                 to: message.reply_destination(),
                 private: message.private,
-                text: crate::mirror::cap(text, 8_000),
+                text: crate::runtime::posts::cap(text, 8_000),
             })
             .await?;
             Ok(Vec::new())
@@ -482,7 +488,7 @@ async fn act(
             }
             if replies.len() > 1 {
                 for (reply, invocation) in replies.iter_mut().zip(invocations) {
-                    let line = crate::text::one_line(&invocation.line, 200);
+                    let line = crate::ground::text::one_line(&invocation.line, 200);
                     reply.text = format!("**`{line}`**\n{}", reply.text);
                 }
             }
@@ -512,7 +518,7 @@ async fn decision_answer(
         Some(id) => tx.run(id).await?,
         None => match &message.place {
             Place::Channel { channel, topic }
-                if crate::text::eq_fold(channel, &ctx.profile.executor_channel) =>
+                if crate::ground::text::eq_fold(channel, &ctx.profile.executor_channel) =>
             {
                 tx.run_by_thread(topic).await?
             }
@@ -530,7 +536,7 @@ async fn decision_answer(
              denies it (`!show {run} {req}` shows it in full).",
             run = run.id,
             req = one.id,
-            action = crate::text::one_line(&one.action, 40)
+            action = crate::ground::text::one_line(&one.action, 40)
         ),
         [] => format!(
             "I take decisions only as commands, and run {} has nothing waiting for one \
@@ -568,12 +574,12 @@ async fn enqueue_replies<'a>(
         .collect::<Vec<_>>()
         .join("\n\n");
     // Replies echo what people wrote: no mention in them may ping anyone.
-    let text = crate::text::neutralize_mentions(&text);
+    let text = crate::ground::text::neutralize_mentions(&text);
     let max_parts = ctx.profile.chat.max_reply_parts;
     let (mut parts, cut) = if text.is_empty() {
         (Vec::new(), false)
     } else {
-        crate::text::split_message_capped(&text, ctx.caps.max_message_chars, max_parts)
+        crate::ground::text::split_message_capped(&text, ctx.caps.max_message_chars, max_parts)
     };
     if cut {
         parts.pop();

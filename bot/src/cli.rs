@@ -72,7 +72,7 @@ pub enum ImportFrom {
         #[arg(long)]
         dry_run: bool,
         /// Rows read and written per transaction.
-        #[arg(long, default_value_t = crate::import::DEFAULT_BATCH, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+        #[arg(long, default_value_t = crate::eagle::moving_in::DEFAULT_BATCH, value_parser = clap::value_parser!(i64).range(1..=10_000))]
         batch: i64,
     },
 }
@@ -361,7 +361,7 @@ pub fn run_worker_side(cli: Cli, env: BTreeMap<String, String>) -> ExitCode {
             });
             crate::worker::demo(&env, &prompt)
         }
-        Command::WorkerShim { probe: true, .. } => match crate::sandbox::probe_here() {
+        Command::WorkerShim { probe: true, .. } => match crate::confine::sandbox::probe_here() {
             Ok(what) => {
                 println!("{what}");
                 ExitCode::SUCCESS
@@ -393,8 +393,8 @@ pub fn run_worker_side(cli: Cli, env: BTreeMap<String, String>) -> ExitCode {
 /// other processes of its own user (a worker running as Eagle's user cannot
 /// read `/proc/<eagle>/environ`).
 fn harden() {
-    crate::host::private_umask();
-    if let Err(error) = crate::host::make_non_dumpable() {
+    crate::ground::host::private_umask();
+    if let Err(error) = crate::ground::host::make_non_dumpable() {
         tracing::warn!(%error, "cannot make the process non-dumpable");
     }
 }
@@ -402,7 +402,7 @@ fn harden() {
 /// A zuliprc holds a bot's key: whatever its mode, Eagle keeps it private
 /// to its own user before anything (a worker of another user) starts.
 fn keep_zuliprc_private(profile: &Profile) {
-    match crate::host::make_private(&profile.zuliprc) {
+    match crate::ground::host::make_private(&profile.zuliprc) {
         Ok(None) => {}
         Ok(Some(mode)) => tracing::warn!(
             path = %profile.zuliprc.display(),
@@ -458,7 +458,7 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
     }
     // Whichever command runs first may create the data directory, the
     // database or a profile: each is private to Eagle's user from the start.
-    crate::host::private_umask();
+    crate::ground::host::private_umask();
     // Plugins are compiled by a short-lived `eagle` of their own: the
     // compiler's memory never stays with the long-running process.
     if let Some(exe) = &process.exe {
@@ -497,7 +497,7 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
                 keep_zuliprc_private(executor);
             }
             let store = open_store(&profile).await?;
-            let options = crate::shell::ShellOptions {
+            let options = crate::transport::shell::ShellOptions {
                 topic,
                 user,
                 login: env.get("USER").cloned().unwrap_or_else(|| "local".into()),
@@ -516,7 +516,8 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
             let shutdown = tokio_util::sync::CancellationToken::new();
             spawn_signal_handler(shutdown.clone())?;
             let result =
-                crate::shell::run(setup, options, stdin, tokio::io::stdout(), shutdown).await;
+                crate::transport::shell::run(setup, options, stdin, tokio::io::stdout(), shutdown)
+                    .await;
             store.close().await;
             result?;
             Ok(ExitCode::SUCCESS)
@@ -559,7 +560,7 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
                 bail!(
                     "profile {}: {}",
                     profile.name,
-                    crate::runner::NO_WORKER_COMMAND
+                    crate::executor::runner::NO_WORKER_COMMAND
                 );
             }
             harden();
@@ -568,7 +569,7 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
                 store = open_store(&profile) => store?,
                 () = shutdown.cancelled() => return Ok(ExitCode::SUCCESS),
             };
-            let mut transport = crate::zulip::bot::ZulipTransport::new(&profile, creds)?;
+            let mut transport = crate::transport::zulip::bot::ZulipTransport::new(&profile, creds)?;
             let name = profile.name.clone();
             let setup = match profile.role {
                 crate::profile::Role::Orchestrator => Setup {
@@ -677,7 +678,7 @@ pub(crate) fn load(
     env: &BTreeMap<String, String>,
 ) -> anyhow::Result<Profile> {
     let profile = dir.dir()?.load(name, env)?;
-    crate::logging::use_profile_format(profile.ops.log_format);
+    crate::ops::logging::use_profile_format(profile.ops.log_format);
     Ok(profile)
 }
 

@@ -4,9 +4,9 @@
 //! terminal) and the one-off passes of `eagle analyze` and `eagle import`
 //! all start here. A [`Context`] is built once from validated profiles
 //! ([`context`]); [`Daemon::start`] runs the loops of the roles it holds in
-//! one task set, each driven by [`crate::background::drive`]; a
-//! [`Transport`] (Zulip in [`crate::zulip::bot`], the terminal in
-//! [`crate::shell`]) carries chat beside them. [`run`] shuts them down in
+//! one task set, each driven by [`crate::runtime::background::drive`]; a
+//! [`Transport`] (Zulip in [`crate::transport::zulip::bot`], the terminal in
+//! [`crate::transport::shell`]) carries chat beside them. [`run`] shuts them down in
 //! order: the transport stops taking messages, the loops finish what they
 //! hold and stop (within [`DRAIN_BOUND`]), then the transport delivers what
 //! they left (the Zulip sender for at most 15 s), and one log line says what
@@ -30,8 +30,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::background::{BackgroundLoop, drive};
 use crate::profile::Profile;
+use crate::runtime::background::{BackgroundLoop, drive};
 
 pub use context::{Context, Setup, Side, Voice};
 
@@ -65,17 +65,17 @@ impl Transport for Offline {
     async fn voice(&mut self, profile: &Profile) -> Voice {
         Voice {
             history: None,
-            poster: crate::mirror::Poster {
+            poster: crate::runtime::posts::Poster {
                 identity: profile.name.clone(),
                 channel: profile.executor_channel.clone(),
             },
-            people: crate::mirror::People {
+            people: crate::runtime::posts::People {
                 owner_fallback: profile
                     .owner
                     .as_ref()
-                    .map(crate::zulip::bot::fallback_mention),
+                    .map(crate::transport::zulip::bot::fallback_mention),
                 approvers: profile.approvers.clone(),
-                naming: std::sync::Arc::new(crate::zulip::ZulipNaming),
+                naming: std::sync::Arc::new(crate::transport::zulip::ZulipNaming),
             },
         }
     }
@@ -296,7 +296,11 @@ impl Daemon {
         let ctx = &self.ctx;
         let following = match &ctx.executor {
             None => 0,
-            Some(_) => match ctx.store.runs_claimed_on(&crate::host::host_id()).await {
+            Some(_) => match ctx
+                .store
+                .runs_claimed_on(&crate::ground::host::host_id())
+                .await
+            {
                 Ok(runs) => runs
                     .iter()
                     .filter(|r| {

@@ -22,8 +22,8 @@ fn main() -> ExitCode {
         // A worker's own commands: no runtime, no profile, no logging setup.
         return eagle::cli::run_worker_side(cli, env);
     }
-    eagle::host::limit_malloc_arenas();
-    eagle::logging::init(
+    eagle::ground::host::limit_malloc_arenas();
+    eagle::ops::logging::init(
         cli.command.default_log_filter(),
         env.get("RUST_LOG").map(String::as_str),
         // Colours only for a person at a terminal: a file, a pipe or the

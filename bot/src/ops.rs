@@ -11,6 +11,8 @@
 //! database's gauges at each scrape, within [`SCRAPE_TIMEOUT`]; past it,
 //! `eagle_database_up` is 0 and the gauges keep their last values.
 
+pub mod logging;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,7 +24,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::{self, StateLabels, StatusLabels};
+use crate::ground::metrics::{self, StateLabels, StatusLabels};
 use crate::store::Store;
 
 /// How often readiness is looked at.

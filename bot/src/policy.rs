@@ -13,6 +13,8 @@
 //!   that fails in any way votes escalate (or keep, for a filter): it can
 //!   never make Eagle approve by failing.
 
+pub mod effect;
+
 mod bindings;
 mod compose;
 mod dropin;
@@ -31,7 +33,7 @@ pub use plugin::{MAX_PLUGIN_BYTES, PluginError};
 pub use set::{PluginStatus, PolicyHost, SlotState};
 
 /// Hex of digests, kept under its old name for the plugin host and the runner.
-use crate::text::hex;
+use crate::ground::text::hex;
 
 /// The interface version this host implements, and the range it accepts.
 pub const WIT_VERSION: &str = "0.1.0";
@@ -79,10 +81,13 @@ pub struct PolicyRequest {
 impl PolicyRequest {
     /// The request a protocol line asks for, if it is a `[REQUEST: …]` or
     /// `[ESCALATE: …]` line.
-    pub fn from_line(line: &crate::protocol::Line, requested_by: &str) -> Option<PolicyRequest> {
+    pub fn from_line(
+        line: &crate::ground::protocol::Line,
+        requested_by: &str,
+    ) -> Option<PolicyRequest> {
         let kind = match line.tag {
-            crate::protocol::Tag::Request => RequestKind::Request,
-            crate::protocol::Tag::Escalate => RequestKind::Escalate,
+            crate::ground::protocol::Tag::Request => RequestKind::Request,
+            crate::ground::protocol::Tag::Escalate => RequestKind::Escalate,
             _ => return None,
         };
         Some(PolicyRequest {

@@ -378,7 +378,7 @@ pub struct AnalyzerSettings {
 pub struct GithubSettings {
     pub api_url: url::Url,
     /// `owner/name`: where runs open their PRs.
-    pub repo: crate::github::Repo,
+    pub repo: crate::integrations::github::Repo,
     /// The branch runs' PRs go into (`github.base`, default `main`): Eagle
     /// opens each run's draft PR against it and merges only a PR into it.
     pub base: String,
@@ -586,15 +586,15 @@ impl Profile {
             || self
                 .channels
                 .iter()
-                .any(|c| crate::text::eq_fold(c, channel))
-            || crate::text::eq_fold(&self.executor_channel, channel)
+                .any(|c| crate::ground::text::eq_fold(c, channel))
+            || crate::ground::text::eq_fold(&self.executor_channel, channel)
     }
 
     /// Every channel the bot must be subscribed to.
     pub fn required_channels(&self) -> Vec<String> {
         let mut all = vec![self.executor_channel.clone()];
         for channel in &self.channels {
-            if !all.iter().any(|c| crate::text::eq_fold(c, channel)) {
+            if !all.iter().any(|c| crate::ground::text::eq_fold(c, channel)) {
                 all.push(channel.clone());
             }
         }

@@ -23,7 +23,9 @@ use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use crate::runner::wire::{Answer, Ask, ENV_RUN, ENV_SOCKET, ENV_TOKEN, MAX_LINE, Status};
+use crate::executor::runner::wire::{
+    Answer, Ask, ENV_RUN, ENV_SOCKET, ENV_TOKEN, MAX_LINE, Status,
+};
 
 /// Exit codes of `eagle request`.
 pub const EXIT_APPROVED: u8 = 0;
@@ -296,10 +298,10 @@ pub fn shim(
     }
     if let Some(spec) = sandbox {
         let outcome = confined(env, deadline, spec, program, args);
-        if let crate::sandbox::Outcome::Failed(why) = &outcome {
+        if let crate::confine::sandbox::Outcome::Failed(why) = &outcome {
             eprintln!("eagle worker-shim: the worker was not started: the sandbox failed: {why}");
         }
-        if let crate::sandbox::Outcome::Limit(what) = &outcome {
+        if let crate::confine::sandbox::Outcome::Limit(what) = &outcome {
             eprintln!("eagle worker-shim: the worker was stopped at a limit: {what}");
         }
         let _ = writeln!(exit_file, "{}", outcome.exit_line());
@@ -362,7 +364,7 @@ fn end_group_after(deadline: Duration) {
     });
 }
 
-/// Runs the worker confined (see [`crate::sandbox`]); any failure to set
+/// Runs the worker confined (see [`crate::confine::sandbox`]); any failure to set
 /// the sandbox up ends here, before the worker's program runs.
 fn confined(
     env: &BTreeMap<String, String>,
@@ -370,12 +372,12 @@ fn confined(
     spec: &std::path::Path,
     program: &str,
     args: &[String],
-) -> crate::sandbox::Outcome {
-    let spec = match crate::sandbox::Spec::read_from(spec) {
+) -> crate::confine::sandbox::Outcome {
+    let spec = match crate::confine::sandbox::Spec::read_from(spec) {
         Ok(spec) => spec,
-        Err(why) => return crate::sandbox::Outcome::Failed(why),
+        Err(why) => return crate::confine::sandbox::Outcome::Failed(why),
     };
-    match crate::sandbox::start(&spec, program, args, env) {
+    match crate::confine::sandbox::start(&spec, program, args, env) {
         Ok(tree) => {
             end_group_after(deadline);
             tree.wait()

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eagle::egress::{self, Egress, EgressLimits};
+use eagle::confine::egress::{self, Egress, EgressLimits};
 use eagle::profile::{DatabaseUrl, HostPattern};
 use eagle::store::Store;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -170,7 +170,7 @@ fn main() {
         let proxy = egress::bind(&dir.path().join("egress"), None)
             .unwrap()
             .serve(Egress {
-                client: eagle::egress::Client::Run(1),
+                client: eagle::confine::egress::Client::Run(1),
                 store,
                 allow: Arc::new(allow),
                 limits: EgressLimits::default(),

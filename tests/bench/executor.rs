@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use eagle::executor::runner::wire::{Ask, ENV_SOCKET, ENV_TOKEN, Status};
 use eagle::profile::DatabaseUrl;
-use eagle::runner::wire::{Ask, ENV_SOCKET, ENV_TOKEN, Status};
 use eagle::store::{NewTask, Store};
 use fake_zulip::{FakeConfig, FakeZulip};
 
@@ -294,7 +294,7 @@ async fn kill_workers(store: &Store) {
     let mut tx = store.begin_read().await.unwrap();
     for run in tx.open_runs(0, 100).await.unwrap() {
         if let Some(pgid) = run.worker_pgid {
-            let _ = eagle::host::signal_group(pgid as i32, 9);
+            let _ = eagle::ground::host::signal_group(pgid as i32, 9);
         }
     }
 }
@@ -304,7 +304,7 @@ async fn kill_workers(store: &Store) {
 /// must pass through `home`.
 fn worker_user(home: &std::path::Path) -> Option<&'static str> {
     const USER: &str = "eagle-test-worker";
-    if eagle::host::euid() != 0 {
+    if eagle::ground::host::euid() != 0 {
         return None;
     }
     let exists = || {
@@ -325,7 +325,7 @@ fn worker_user(home: &std::path::Path) -> Option<&'static str> {
             .status();
         assert!(exists(), "cannot create the worker user {USER}");
     }
-    eagle::host::chmod(home, 0o711).unwrap();
+    eagle::ground::host::chmod(home, 0o711).unwrap();
     Some(USER)
 }
 

@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use eagle::mirror::{People, Poster};
 use eagle::profile::Profile;
+use eagle::runtime::posts::{People, Poster};
 use eagle::store::{ClaimLimits, NewTask, PrLink, RunEnd, RunState, Store};
 use fake_apis::{CheckRunSpec, FakeGitHub, PrSpec, RepoSpec, Resource};
 
@@ -106,16 +106,22 @@ async fn analyzer(label: &str, postgres: Option<String>) {
     let people = People {
         owner_fallback: None,
         approvers: Vec::new(),
-        naming: std::sync::Arc::new(eagle::zulip::ZulipNaming),
+        naming: std::sync::Arc::new(eagle::transport::zulip::ZulipNaming),
     };
     let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_eagle"));
-    let mut analyzer =
-        eagle::analyzer::Analyzer::new(&profile, store.clone(), policy, poster, people, &exe)
-            .unwrap();
+    let mut analyzer = eagle::eagle::analyzer::Analyzer::new(
+        &profile,
+        store.clone(),
+        policy,
+        poster,
+        people,
+        &exe,
+    )
+    .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let started = Instant::now();
     assert!(
-        eagle::background::once(&mut analyzer, &store, "bench".into(), &stop)
+        eagle::runtime::background::once(&mut analyzer, &store, "bench".into(), &stop)
             .await
             .unwrap()
     );
@@ -205,7 +211,7 @@ async fn idle_pr() {
     let github = eagle::daemon::clients::github(&profile, &store)
         .unwrap()
         .unwrap();
-    let mut prs = eagle::prloop::PrLoop::new(
+    let mut prs = eagle::executor::pr_loop::PrLoop::new(
         store.clone(),
         Poster {
             identity: "executor".into(),
@@ -214,13 +220,13 @@ async fn idle_pr() {
         People {
             owner_fallback: None,
             approvers: Vec::new(),
-            naming: std::sync::Arc::new(eagle::zulip::ZulipNaming),
+            naming: std::sync::Arc::new(eagle::transport::zulip::ZulipNaming),
         },
         Some((github, profile.github.clone().unwrap())),
     );
     let stop = tokio_util::sync::CancellationToken::new();
     // The first poll reads everything; the rest find nothing changed.
-    eagle::background::once(&mut prs, &store, "bench".into(), &stop)
+    eagle::runtime::background::once(&mut prs, &store, "bench".into(), &stop)
         .await
         .unwrap();
     let (requests, core, points) = (
@@ -231,7 +237,7 @@ async fn idle_pr() {
     let started = Instant::now();
     for _ in 0..POLLS {
         tokio::time::sleep(Duration::from_millis(2)).await;
-        eagle::background::once(&mut prs, &store, "bench".into(), &stop)
+        eagle::runtime::background::once(&mut prs, &store, "bench".into(), &stop)
             .await
             .unwrap();
     }

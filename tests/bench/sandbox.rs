@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use eagle::sandbox::{Limits, Spec};
+use eagle::confine::sandbox::{Limits, Spec};
 
 const STARTS: usize = 200;
 const QUESTIONS: usize = 1_000;

@@ -174,7 +174,7 @@ fn worker_user() {
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    if exists() || eagle::host::euid() != 0 {
+    if exists() || eagle::ground::host::euid() != 0 {
         return;
     }
     let out = Command::new("useradd")
@@ -247,7 +247,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Where a file is reachable by the worker user: 0755 directories up to it.
 fn open_dir(path: &Path) {
-    eagle::host::chmod(path, 0o755).unwrap();
+    eagle::ground::host::chmod(path, 0o755).unwrap();
 }
 
 async fn one_size(settings: &Settings, executors: usize) -> Row {
@@ -301,13 +301,13 @@ async fn one_size(settings: &Settings, executors: usize) -> Row {
     open_dir(&shared);
     let bin = shared.join("eagle");
     std::fs::copy(env!("CARGO_BIN_EXE_eagle"), &bin).unwrap();
-    eagle::host::chmod(&bin, 0o755).unwrap();
+    eagle::ground::host::chmod(&bin, 0o755).unwrap();
     let script = shared.join("worker.sh");
     std::fs::write(&script, WORKER_SCRIPT).unwrap();
-    eagle::host::chmod(&script, 0o755).unwrap();
+    eagle::ground::host::chmod(&script, 0o755).unwrap();
     let journal = shared.join("journal");
     std::fs::write(&journal, "").unwrap();
-    eagle::host::chmod(&journal, 0o666).unwrap();
+    eagle::ground::host::chmod(&journal, 0o666).unwrap();
     let worker_command = format!(
         "/bin/bash {} {{run}} {{attempt}} {} {} {{prompt}}",
         script.display(),

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use fake_apis::{FakeLlm, LlmStep};
 use serde_json::json;
 
-use eagle::conversation::Conversations;
-use eagle::conversation::backend::{Backend, Turn};
+use eagle::chat::conversation::Conversations;
+use eagle::chat::conversation::backend::{Backend, Turn};
 use eagle::profile::{BackendKind, ConversationSettings, DatabaseUrl};
 use eagle::store::{Destination, NewConversation, Store};
 
@@ -109,7 +109,7 @@ async fn bench(kind: BackendKind, dir: &std::path::Path) {
     }
     // The same two turns, straight to the backend.
     let backend = Backend::new(&settings).unwrap();
-    let specs = eagle::conversation::tools::specs();
+    let specs = eagle::chat::conversation::tools::specs();
     let mut direct = Vec::with_capacity(QUESTIONS);
     for _ in 0..QUESTIONS {
         let started = Instant::now();
@@ -124,7 +124,7 @@ async fn bench(kind: BackendKind, dir: &std::path::Path) {
             calls: first.calls.clone(),
         });
         turns.push(Turn::Results(vec![
-            eagle::conversation::backend::ToolResult {
+            eagle::chat::conversation::backend::ToolResult {
                 id: first.calls[0].id.clone(),
                 content: r#"{"open_tasks": 0, "tasks": []}"#.into(),
                 is_error: false,

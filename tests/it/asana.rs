@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use chrono::Utc;
-use eagle::asana::{
+use eagle::integrations::asana::{
     Asana, AsanaConfig, CommentOutcome, Completion, Error, MyTasksSection, Place, PlatformRule,
     RetryPolicy, Source,
 };
@@ -111,7 +111,7 @@ fn sorted(mut gids: Vec<String>) -> Vec<String> {
     gids
 }
 
-fn gids(tasks: &[eagle::asana::AsanaTask]) -> Vec<String> {
+fn gids(tasks: &[eagle::integrations::asana::AsanaTask]) -> Vec<String> {
     sorted(tasks.iter().map(|t| t.gid.clone()).collect())
 }
 

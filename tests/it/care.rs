@@ -650,13 +650,13 @@ async fn the_pruner_prunes_once_a_day_with_the_profiles_retention(db: Db) {
     let old = Utc::now() - chrono::TimeDelta::days(40);
     let cache = "INSERT INTO http_cache (url, etag, body, stored_at) VALUES ($1, 'e', 'b', $1)";
     exec(&test, db, &cache.replacen("($1", "('https://a/1'", 1), old).await;
-    let mut pruner = eagle::prune::Pruner::new(
+    let mut pruner = eagle::eagle::pruner::Pruner::new(
         store.clone(),
         std::time::Duration::from_secs(30 * 24 * 3600),
     );
     let stop = tokio_util::sync::CancellationToken::new();
     assert!(
-        eagle::background::once(&mut pruner, &store, "test".into(), &stop)
+        eagle::runtime::background::once(&mut pruner, &store, "test".into(), &stop)
             .await
             .unwrap()
     );
@@ -664,14 +664,14 @@ async fn the_pruner_prunes_once_a_day_with_the_profiles_retention(db: Db) {
     // Within the day it does not prune again, however often it looks.
     exec(&test, db, &cache.replacen("($1", "('https://a/2'", 1), old).await;
     assert!(
-        eagle::background::once(&mut pruner, &store, "test".into(), &stop)
+        eagle::runtime::background::once(&mut pruner, &store, "test".into(), &stop)
             .await
             .unwrap()
     );
     assert_eq!(count(&test, db, "http_cache").await, 1);
     // Another instance holding the lease prunes; this one does nothing.
     let mut other =
-        eagle::prune::Pruner::new(store.clone(), std::time::Duration::from_secs(24 * 3600));
+        eagle::eagle::pruner::Pruner::new(store.clone(), std::time::Duration::from_secs(24 * 3600));
     assert!(
         store
             .acquire_lease("pruner", "someone-else", std::time::Duration::from_secs(60))
@@ -679,7 +679,7 @@ async fn the_pruner_prunes_once_a_day_with_the_profiles_retention(db: Db) {
             .unwrap()
     );
     assert!(
-        !eagle::background::once(&mut other, &store, "test".into(), &stop)
+        !eagle::runtime::background::once(&mut other, &store, "test".into(), &stop)
             .await
             .unwrap()
     );

@@ -302,7 +302,7 @@ async fn claude_code_as_a_worker_asks_through_its_hook_and_is_resumed() {
         "#!/bin/sh\neagle request merge_pr \"PR #$3\" || exit $?\necho \"$*\" > merged-marker\necho merged\n",
     )
     .unwrap();
-    eagle::host::chmod(&fakebin.join("gh-merge"), 0o755).unwrap();
+    eagle::ground::host::chmod(&fakebin.join("gh-merge"), 0o755).unwrap();
     home.set(
         "EAGLE_RUNNER__WORKER_COMMAND",
         &format!(
@@ -675,7 +675,7 @@ async fn an_ordinary_session_asks_nobody_and_needs_one_worker() {
 /// run's branch, pushed by Eagle; the rest fail and leave no effect.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confined_session_pushes_through_eagle_and_escapes_nowhere() {
-    if eagle::host::euid() != 0 {
+    if eagle::ground::host::euid() != 0 {
         panic!(
             "the confined session starts its worker as another user: run the tests as root (CI does)"
         );
@@ -699,7 +699,7 @@ async fn a_confined_session_pushes_through_eagle_and_escapes_nowhere() {
     // standing for GitHub's API on loopback.
     let outside = root.join("outside");
     std::fs::create_dir(&outside).unwrap();
-    eagle::host::chmod(&outside, 0o777).unwrap();
+    eagle::ground::host::chmod(&outside, 0o777).unwrap();
     let api = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let api_port = api.local_addr().unwrap().port();
     let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -357,7 +357,7 @@ fn the_executor_refuses_to_start_without_a_worker_command() {
         stdout.contains("FAIL  no worker command: set runner.worker_command"),
         "{stdout}"
     );
-    let isolation = if eagle::host::euid() == 0 {
+    let isolation = if eagle::ground::host::euid() == 0 {
         "FAIL  workers would run as root"
     } else {
         "WARN  workers run as Eagle's own user"

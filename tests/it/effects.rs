@@ -106,7 +106,7 @@ pub(crate) fn head_of(remote: &Path, branch: &str) -> Option<String> {
 /// remote it clones and the notes it writes are there.
 fn shared_tempdir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    eagle::host::chmod(dir.path(), 0o777).unwrap();
+    eagle::ground::host::chmod(dir.path(), 0o777).unwrap();
     dir
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use eagle::egress::{self, AllowHosts, Egress, EgressLimits, EgressProxy};
+use eagle::confine::egress::{self, AllowHosts, Egress, EgressLimits, EgressProxy};
 use eagle::profile::HostPattern;
 use eagle::store::{NewTask, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -92,7 +92,7 @@ impl World {
     fn proxy(&self, name: &str, allow: Arc<dyn AllowHosts>, limits: EgressLimits) -> EgressProxy {
         let path = self.dir.path().join(name);
         egress::bind(&path, None).unwrap().serve(Egress {
-            client: eagle::egress::Client::Run(self.run),
+            client: eagle::confine::egress::Client::Run(self.run),
             store: self.store.clone(),
             allow,
             limits,

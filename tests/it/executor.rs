@@ -574,7 +574,7 @@ where
 #[test]
 fn a_worker_running_as_its_own_user_cannot_reach_eagles_secrets() {
     assert_eq!(
-        eagle::host::euid(),
+        eagle::ground::host::euid(),
         0,
         "this test starts workers as another user: run it as root (CI does)"
     );
@@ -582,20 +582,20 @@ fn a_worker_running_as_its_own_user_cannot_reach_eagles_secrets() {
     let mut home = Home::new();
     // The worker user may pass through the home (not list it), and run the
     // binary and the script from a copy it can read.
-    eagle::host::chmod(home.dir.path(), 0o711).unwrap();
+    eagle::ground::host::chmod(home.dir.path(), 0o711).unwrap();
     let bin = home.dir.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
-    eagle::host::chmod(&bin, 0o755).unwrap();
+    eagle::ground::host::chmod(&bin, 0o755).unwrap();
     std::fs::copy(crate::support::eagle_bin(), bin.join("eagle")).unwrap();
     std::fs::copy(fake_worker(), bin.join("fake-worker.sh")).unwrap();
     for file in ["eagle", "fake-worker.sh"] {
-        eagle::host::chmod(&bin.join(file), 0o755).unwrap();
+        eagle::ground::host::chmod(&bin.join(file), 0o755).unwrap();
     }
     let zuliprc = home.profiles().join("eagle.zuliprc");
     // Written readable by everyone, as an operator's editor may leave it:
     // Eagle makes it private before any worker starts.
     std::fs::write(&zuliprc, "[api]\nemail=eagle-bot@example.com\nkey=secret-key-0123456789\nsite=https://zulip.example.com\n").unwrap();
-    eagle::host::chmod(&zuliprc, 0o644).unwrap();
+    eagle::ground::host::chmod(&zuliprc, 0o644).unwrap();
     home.set("EAGLE_RUNNER__WORKER_USER", user).set(
         "EAGLE_RUNNER__WORKER_COMMAND",
         &format!("bash {} {{prompt}}", bin.join("fake-worker.sh").display()),
@@ -683,7 +683,7 @@ async fn kill_9_of_either_side_loses_nothing_and_starts_no_second_worker() {
     executor.kill();
     eagle.kill();
     assert!(
-        eagle::host::is_alive(pid, ticks),
+        eagle::ground::host::is_alive(pid, ticks),
         "the worker died with its runner"
     );
 
@@ -837,7 +837,7 @@ async fn approvers_hold_cancel_pause_and_hold_everything() {
     )
     .await;
     assert!(
-        !eagle::host::is_alive(pid, ticks),
+        !eagle::ground::host::is_alive(pid, ticks),
         "the held run's worker lives on"
     );
     let run = run_of(&store, 1).await;
@@ -870,7 +870,7 @@ async fn approvers_hold_cancel_pause_and_hold_everything() {
         "[STATUS: stopped] run:2 the run was cancelled",
     )
     .await;
-    assert!(!eagle::host::is_alive(pid2, ticks2));
+    assert!(!eagle::ground::host::is_alive(pid2, ticks2));
     assert_eq!(run_of(&store, 2).await.state, RunState::Cancelled);
 
     // !hold all: every running worker stops; !unhold all: they start again.

@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use eagle::github::{
+use eagle::integrations::github::{
     CiState, Error, GitHub, GitHubConfig, LimitKind, MergeMethod, MergeRefusal, MergeRequest,
     PollSettings, PrState, PullRequestView, Repo, RetryPolicy, open_threads,
 };

@@ -596,9 +596,9 @@ fn a_stop_with_a_worker_running_leaves_it_following_on() {
         run.worker_start_ticks.unwrap_or(0) as u64,
         run.worker_pgid.expect("a group") as i32,
     );
-    let alive = eagle::host::is_alive(pid, ticks);
+    let alive = eagle::ground::host::is_alive(pid, ticks);
     // The test's own cleanup: nobody re-adopts this worker.
-    let _ = eagle::host::signal_group(group, libc::SIGKILL);
+    let _ = eagle::ground::host::signal_group(group, libc::SIGKILL);
     assert!(alive, "the worker did not outlive the stop");
     assert!(left.contains("runs_following_on=1"), "{left}");
 }

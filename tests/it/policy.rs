@@ -888,7 +888,7 @@ async fn the_watcher_reloads_on_its_interval() {
     // Paused from here (the store's pool must not time out while it
     // opens): the reloader is woken by its timer only.
     tokio::time::pause();
-    let watcher = tokio::spawn(eagle::background::drive(
+    let watcher = tokio::spawn(eagle::runtime::background::drive(
         eagle::daemon::plugins::PluginReload {
             host: host.clone(),
             announce: None,

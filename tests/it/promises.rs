@@ -26,10 +26,10 @@ const PLANTED: &[(&str, &str)] = &[
 fn script(home: &Home, name: &str, body: &str) -> PathBuf {
     let dir = home.dir.path().join("scripts");
     std::fs::create_dir_all(&dir).unwrap();
-    eagle::host::chmod(&dir, 0o755).unwrap();
+    eagle::ground::host::chmod(&dir, 0o755).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, format!("#!/usr/bin/env bash\nset -u\n{body}\n")).unwrap();
-    eagle::host::chmod(&path, 0o755).unwrap();
+    eagle::ground::host::chmod(&path, 0o755).unwrap();
     path
 }
 
@@ -224,11 +224,11 @@ fn read_as(uid: u32, gid: u32, path: &Path) -> Result<String, String> {
 #[test]
 fn a_process_of_eagles_own_user_cannot_read_its_environment() {
     assert_eq!(
-        eagle::host::euid(),
+        eagle::ground::host::euid(),
         0,
         "this test runs Eagle as another user: run it as root (CI does)"
     );
-    let user = eagle::host::lookup_user(crate::support::worker_user())
+    let user = eagle::ground::host::lookup_user(crate::support::worker_user())
         .unwrap()
         .expect("the test worker user");
     let mut home = Home::new();
@@ -392,7 +392,7 @@ async fn kill_9_of_one_side(db: Db, victim: Victim, in_flight: InFlight) {
     assert!(told, "no milestone:\n{}", eagle.log());
     let quiet = wait_for(&store, || async {
         !store
-            .changed_after_cursor(eagle::milestones::CURSOR)
+            .changed_after_cursor(eagle::chat::milestones::CURSOR)
             .await
             .unwrap()
             && store.undelivered_count("eagle").await.unwrap() == 0
@@ -584,10 +584,10 @@ async fn no_secret_reaches_a_trace_log_or_the_database(db: Db) {
     let number = hub.open_draft("eagle/run-1");
     hub.check(SHA1, "completed", Some("success"));
     let scripts = tempfile::tempdir().unwrap();
-    eagle::host::chmod(scripts.path(), 0o755).unwrap();
+    eagle::ground::host::chmod(scripts.path(), 0o755).unwrap();
     let tokens = scripts.path().join("tokens");
     std::fs::write(&tokens, "").unwrap();
-    eagle::host::chmod(&tokens, 0o666).unwrap();
+    eagle::ground::host::chmod(&tokens, 0o666).unwrap();
     let worker = scripts.path().join("worker.sh");
     std::fs::write(
         &worker,
@@ -600,7 +600,7 @@ async fn no_secret_reaches_a_trace_log_or_the_database(db: Db) {
         ),
     )
     .unwrap();
-    eagle::host::chmod(&worker, 0o755).unwrap();
+    eagle::ground::host::chmod(&worker, 0o755).unwrap();
     let command = format!("bash {} {{prompt}}", worker.display());
     let (_home, eagle, executor) = start(
         &realm,

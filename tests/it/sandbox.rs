@@ -26,11 +26,11 @@ struct SandboxUser {
 impl SandboxUser {
     fn create(name: &str) -> SandboxUser {
         assert_eq!(
-            eagle::host::euid(),
+            eagle::ground::host::euid(),
             0,
             "the sandbox tests start workers as another user: run them as root (CI does)"
         );
-        if eagle::host::lookup_user(name).unwrap().is_none() {
+        if eagle::ground::host::lookup_user(name).unwrap().is_none() {
             let out = std::process::Command::new("useradd")
                 .args([
                     "--system",
@@ -47,7 +47,9 @@ impl SandboxUser {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        let user = eagle::host::lookup_user(name).unwrap().expect("the user");
+        let user = eagle::ground::host::lookup_user(name)
+            .unwrap()
+            .expect("the user");
         SandboxUser {
             name: name.into(),
             uid: user.uid,
@@ -138,15 +140,15 @@ fn shell(home: &Home, input: impl FnOnce(u32) -> String) -> (String, String) {
 fn hostile_home(user: &SandboxUser) -> Home {
     let mut home = Home::new();
     let root = home.dir.path().to_path_buf();
-    eagle::host::chmod(&root, 0o711).unwrap();
+    eagle::ground::host::chmod(&root, 0o711).unwrap();
     let bin = root.join("bin");
     std::fs::create_dir(&bin).unwrap();
-    eagle::host::chmod(&bin, 0o755).unwrap();
+    eagle::ground::host::chmod(&bin, 0o755).unwrap();
     std::fs::copy(crate::support::eagle_bin(), bin.join("eagle")).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/escape-worker.sh");
     std::fs::copy(&script, bin.join("escape-worker.sh")).unwrap();
     for file in ["eagle", "escape-worker.sh"] {
-        eagle::host::chmod(&bin.join(file), 0o755).unwrap();
+        eagle::ground::host::chmod(&bin.join(file), 0o755).unwrap();
     }
     let repo = root.join("repo");
     let git = |args: &[&str]| {
@@ -182,7 +184,7 @@ fn hostile_home(user: &SandboxUser) -> Home {
     assert!(out.status.success());
     let outside = root.join("outside");
     std::fs::create_dir(&outside).unwrap();
-    eagle::host::chmod(&outside, 0o777).unwrap();
+    eagle::ground::host::chmod(&outside, 0o777).unwrap();
     let zuliprc = home.profiles().join("eagle.zuliprc");
     std::fs::write(
         &zuliprc,
@@ -213,7 +215,7 @@ fn other_run(runs: &Path, user: &SandboxUser) -> (PathBuf, PathBuf, UnixListener
     for dir in ["work", "home", "eagle"] {
         std::fs::create_dir_all(other.join(dir)).unwrap();
     }
-    eagle::host::chmod(&other, 0o711).unwrap();
+    eagle::ground::host::chmod(&other, 0o711).unwrap();
     let token = other.join("home/token");
     std::fs::write(&token, "another run's token").unwrap();
     for path in [other.join("work"), other.join("home"), token] {
@@ -221,7 +223,7 @@ fn other_run(runs: &Path, user: &SandboxUser) -> (PathBuf, PathBuf, UnixListener
     }
     let sock = other.join("eagle/sock-1");
     let listener = UnixListener::bind(&sock).unwrap();
-    eagle::host::chmod(&sock, 0o777).unwrap();
+    eagle::ground::host::chmod(&sock, 0o777).unwrap();
     (other, sock, listener)
 }
 

@@ -179,11 +179,11 @@ fn reachable_copy(path: &Path) -> PathBuf {
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
     let dir = std::env::temp_dir()
-        .join(format!("eagle-test-files-{}", eagle::host::euid()))
+        .join(format!("eagle-test-files-{}", eagle::ground::host::euid()))
         .join(format!("{}-{stamp:x}", meta.len()));
     std::fs::create_dir_all(&dir).unwrap();
     for d in [dir.parent().unwrap(), dir.as_path()] {
-        eagle::host::chmod(d, 0o755).unwrap();
+        eagle::ground::host::chmod(d, 0o755).unwrap();
     }
     let target = dir.join(path.file_name().unwrap());
     if !target.exists() {
@@ -224,7 +224,7 @@ pub fn worker_user() -> &'static str {
                 .output()
                 .is_ok_and(|o| o.status.success())
         };
-        if exists() || eagle::host::euid() != 0 {
+        if exists() || eagle::ground::host::euid() != 0 {
             return;
         }
         let out = Command::new("useradd")
@@ -293,9 +293,9 @@ impl Home {
             }
         }
         // Workers run as the test worker user, who must pass through (not list).
-        eagle::host::chmod(dir.path(), 0o711).unwrap();
+        eagle::ground::host::chmod(dir.path(), 0o711).unwrap();
         let mut env = BTreeMap::new();
-        if eagle::host::euid() == 0 {
+        if eagle::ground::host::euid() == 0 {
             env.insert("EAGLE_RUNNER__WORKER_USER".into(), worker_user().into());
             env.insert("EAGLE_ANALYZER__WORKER_USER".into(), worker_user().into());
         }
@@ -319,7 +319,7 @@ impl Home {
         let dir = self.dir.path().join("exchange");
         if !dir.exists() {
             std::fs::create_dir(&dir).unwrap();
-            eagle::host::chmod(&dir, 0o1777).unwrap();
+            eagle::ground::host::chmod(&dir, 0o1777).unwrap();
         }
         dir
     }

@@ -383,7 +383,7 @@ async fn long_replies_are_split_not_truncated() {
     let _eagle = Running::start(&home, "eagle");
     realm.wait_listening(realm.eagle, 1).await;
     realm.fake.post(realm.alex, "general", "help", "!help");
-    let want = eagle::commands::help_text(None);
+    let want = eagle::chat::commands::help_text(None);
     let replies = realm
         .wait_replies("general", "help", |r| {
             r.iter().map(|m| m.content.len()).sum::<usize>() + r.len() >= want.len()

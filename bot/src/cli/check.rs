@@ -34,12 +34,12 @@ pub(super) async fn check(
     }
     store.close().await;
     let mut local_ok = true;
-    for (severity, text) in crate::runner::checks(profile)
+    for (severity, text) in crate::executor::runner::checks(profile)
         .into_iter()
-        .chain([crate::runner::sandbox_check(profile, exe)])
+        .chain([crate::executor::runner::sandbox_check(profile, exe)])
         .chain(integration_checks(profile))
     {
-        use crate::runner::Severity;
+        use crate::executor::runner::Severity;
         let label = match severity {
             Severity::Ok => "ok  ",
             Severity::Warn => "WARN",
@@ -92,9 +92,9 @@ pub(super) async fn check(
 }
 
 /// What `eagle check` says about the analyzer, GitHub and Asana.
-fn integration_checks(profile: &Profile) -> Vec<(crate::runner::Severity, String)> {
+fn integration_checks(profile: &Profile) -> Vec<(crate::executor::runner::Severity, String)> {
+    use crate::executor::runner::Severity;
     use crate::profile::Role;
-    use crate::runner::Severity;
     let mut out = Vec::new();
     let human = |d: std::time::Duration| humantime::format_duration(d).to_string();
     match (&profile.github, profile.role) {
@@ -136,7 +136,7 @@ fn integration_checks(profile: &Profile) -> Vec<(crate::runner::Severity, String
                 format!(
                     "conversation: questions go to {} ({}, model {}, {} a call; {} tokens a person and ${:.2} in all a day){}",
                     c.backend.as_str(),
-                    crate::text::neutralize_mentions(c.url.as_str()),
+                    crate::ground::text::neutralize_mentions(c.url.as_str()),
                     c.model,
                     human(c.timeout),
                     c.user_tokens_per_day,
@@ -173,18 +173,19 @@ fn integration_checks(profile: &Profile) -> Vec<(crate::runner::Severity, String
                 ),
             ));
         }
-        let as_root = crate::host::euid() == 0
+        let as_root = crate::ground::host::euid() == 0
             && match profile.analyzer.worker_user.as_deref() {
                 None => true,
-                Some(name) => crate::host::lookup_user(name)
+                Some(name) => crate::ground::host::lookup_user(name)
                     .ok()
                     .flatten()
                     .is_some_and(|u| u.uid == 0),
             };
         match &profile.analyzer.command {
-            Some(_) if as_root => {
-                out.push((Severity::Fail, crate::analyzer::ANALYSIS_AS_ROOT.into()))
-            }
+            Some(_) if as_root => out.push((
+                Severity::Fail,
+                crate::eagle::analyzer::ANALYSIS_AS_ROOT.into(),
+            )),
             Some(_) => {}
             None => out.push((
                 Severity::Ok,
@@ -223,7 +224,7 @@ struct Finding {
 async fn zulip_findings(profile: &Profile, creds: &ZulipCredentials) -> Vec<Finding> {
     let mut findings = Vec::new();
     let mut say = |ok: bool, text: String| findings.push(Finding { ok, text });
-    let client = match crate::zulip::Client::new(creds) {
+    let client = match crate::transport::zulip::Client::new(creds) {
         Ok(client) => client,
         Err(error) => {
             say(
@@ -235,10 +236,10 @@ async fn zulip_findings(profile: &Profile, creds: &ZulipCredentials) -> Vec<Find
     };
     let me = match client.me().await {
         Ok(me) => me,
-        Err(error @ crate::zulip::Error::Unauthorized { .. }) => {
+        Err(error @ crate::transport::zulip::Error::Unauthorized { .. }) => {
             say(
                 false,
-                crate::zulip::bot::unauthorized(profile, creds, &error).to_string(),
+                crate::transport::zulip::bot::unauthorized(profile, creds, &error).to_string(),
             );
             return findings;
         }
@@ -268,7 +269,7 @@ async fn zulip_findings(profile: &Profile, creds: &ZulipCredentials) -> Vec<Find
             for channel in profile.required_channels() {
                 let found = subscriptions
                     .iter()
-                    .any(|s| crate::text::eq_fold(&s.name, &channel));
+                    .any(|s| crate::ground::text::eq_fold(&s.name, &channel));
                 if found {
                     say(true, format!("subscribed to #{channel}"));
                 } else {

@@ -1,6 +1,6 @@
 //! The one-off passes: `eagle analyze [--reanalyze-skipped [--dry-run]]`,
 //! `eagle import` and `eagle import executor-v2 <url>` (moving in, see
-//! [`crate::import`]); the first two are each one tick of the daemon's loop under its lease
+//! [`crate::eagle::moving_in`]); the first two are each one tick of the daemon's loop under its lease
 //! (the loops of `eagle run` do the same continuously). What they post
 //! waits in the outbox until `eagle run` delivers it.
 
@@ -62,7 +62,9 @@ pub(super) async fn analyze(
     let shutdown = CancellationToken::new();
     super::spawn_signal_handler(shutdown.clone())?;
     // One analyzer per deployment: if `eagle run` has it, it does the work.
-    if !crate::background::once(&mut analyzer, store, ctx.instance.clone(), &shutdown).await? {
+    if !crate::runtime::background::once(&mut analyzer, store, ctx.instance.clone(), &shutdown)
+        .await?
+    {
         println!(
             "{pending} task(s) pending analysis: the analyzer of a running Eagle has them (it posts the summary)."
         );
@@ -130,7 +132,7 @@ pub(super) async fn import_executor_v2(
         old.shown(),
         store.url()
     );
-    let report = crate::import::import(store, &old, dry_run, batch).await;
+    let report = crate::eagle::moving_in::import(store, &old, dry_run, batch).await;
     old.close().await;
     print!("{}", report?.text(dry_run));
     Ok(ExitCode::SUCCESS)

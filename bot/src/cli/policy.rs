@@ -117,7 +117,7 @@ fn usage(message: &str) -> anyhow::Result<ExitCode> {
 }
 
 fn parse_request(line: &str) -> Result<PolicyRequest, String> {
-    match crate::protocol::parse_line(line) {
+    match crate::ground::protocol::parse_line(line) {
         None => Err(format!("--request {line:?} is not a protocol line like '[REQUEST: run_tests] run:42 ...'")),
         Some(Err(e)) => Err(format!("--request {line:?}: {e}")),
         Some(Ok(parsed)) => PolicyRequest::from_line(&parsed, "eagle policy test").ok_or_else(|| {

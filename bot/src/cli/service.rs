@@ -121,7 +121,7 @@ pub(super) fn install(
     let owner = match &args.user {
         None => None,
         Some(name) => Some(
-            crate::host::lookup_user(name)
+            crate::ground::host::lookup_user(name)
                 .with_context(|| format!("cannot look up the user {name}"))?
                 .with_context(|| {
                     format!("--user {name}: no such user (useradd --system {name})")
@@ -134,9 +134,9 @@ pub(super) fn install(
     if !args.data_dir.is_dir() {
         std::fs::create_dir_all(&args.data_dir)
             .with_context(|| format!("cannot create {}", args.data_dir.display()))?;
-        crate::host::chmod(&args.data_dir, 0o711)?;
+        crate::ground::host::chmod(&args.data_dir, 0o711)?;
         if let Some(owner) = &owner {
-            crate::host::chown(&args.data_dir, owner).with_context(|| {
+            crate::ground::host::chown(&args.data_dir, owner).with_context(|| {
                 format!("cannot give {} to {}", args.data_dir.display(), owner.name)
             })?;
         }
@@ -145,7 +145,7 @@ pub(super) fn install(
     if !profiles_dir.is_dir() {
         std::fs::create_dir_all(profiles_dir)
             .with_context(|| format!("cannot create {}", profiles_dir.display()))?;
-        crate::host::chmod(profiles_dir, 0o755)?;
+        crate::ground::host::chmod(profiles_dir, 0o755)?;
         println!(
             "created {} (empty: the built-in profiles serve; `eagle profile init --dir {0}` writes them to edit)",
             profiles_dir.display()
@@ -156,7 +156,7 @@ pub(super) fn install(
     let path = args.unit_dir.join(UNIT_NAME);
     std::fs::write(&path, unit).with_context(|| format!("cannot write {}", path.display()))?;
     // Units are read by systemd and shown to anyone (`systemctl cat`).
-    crate::host::chmod(&path, 0o644)?;
+    crate::ground::host::chmod(&path, 0o644)?;
     println!("wrote {}", path.display());
     let steps: Vec<Vec<&str>> = std::iter::once(vec!["daemon-reload"])
         .chain(std::iter::once(

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use crate::asana::{Asana, AsanaConfig, PlatformRule};
-use crate::github::cache::{CacheFuture, CachedResponse, EtagCache};
-use crate::github::{GitHub, GitHubConfig};
+use crate::integrations::asana::{Asana, AsanaConfig, PlatformRule};
+use crate::integrations::github::cache::{CacheFuture, CachedResponse, EtagCache};
+use crate::integrations::github::{GitHub, GitHubConfig};
 use crate::profile::Profile;
 use crate::store::{CachedAnswer, Store};
 

@@ -7,17 +7,17 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::Transport;
-use crate::analyzer::Analyzer;
-use crate::asana::Asana;
-use crate::carry::Carrier;
-use crate::decisions::{Decider, DeciderSettings};
-use crate::github::GitHub;
-use crate::intake::Intake;
-use crate::mirror::{People, Poster};
+use crate::eagle::analyzer::Analyzer;
+use crate::eagle::decider::{Decider, DeciderSettings};
+use crate::eagle::intake::Intake;
+use crate::executor::carrier::Carrier;
+use crate::executor::pr_loop::PrLoop;
+use crate::executor::runner::{Runner, RunnerOptions};
+use crate::integrations::asana::Asana;
+use crate::integrations::github::GitHub;
 use crate::policy::PolicyHost;
-use crate::prloop::PrLoop;
 use crate::profile::Profile;
-use crate::runner::{Runner, RunnerOptions};
+use crate::runtime::posts::{People, Poster};
 use crate::store::Store;
 
 /// What the daemon is started with: the validated profiles of the roles it
@@ -44,7 +44,7 @@ pub struct Voice {
     pub poster: Poster,
     pub people: People,
     /// What was said in a topic, if the transport can tell (Zulip).
-    pub history: Option<Arc<dyn crate::mirror::History>>,
+    pub history: Option<Arc<dyn crate::runtime::posts::History>>,
 }
 
 /// One identity's share of the context.
@@ -86,7 +86,7 @@ impl Side {
 #[derive(Debug)]
 pub struct Context {
     pub store: Store,
-    /// This process's name in leases and claims ([`crate::host::instance_name`]).
+    /// This process's name in leases and claims ([`crate::ground::host::instance_name`]).
     pub instance: String,
     pub exe: PathBuf,
     pub eagle: Option<Side>,
@@ -133,7 +133,7 @@ impl Context {
         Ok(Context {
             store,
             health,
-            instance: crate::host::instance_name(),
+            instance: crate::ground::host::instance_name(),
             exe: setup.exe,
             eagle,
             executor,
@@ -222,12 +222,14 @@ impl Context {
     }
 
     /// Eagle's conversation loop, when the profile names a language backend.
-    pub fn conversations(&self) -> anyhow::Result<Option<crate::conversation::Conversations>> {
+    pub fn conversations(
+        &self,
+    ) -> anyhow::Result<Option<crate::chat::conversation::Conversations>> {
         let (side, _) = self.eagle()?;
         let Some(settings) = &side.profile.conversation else {
             return Ok(None);
         };
-        crate::conversation::Conversations::new(
+        crate::chat::conversation::Conversations::new(
             self.store.clone(),
             settings.clone(),
             side.profile.display_name.clone(),
@@ -240,9 +242,9 @@ impl Context {
     }
 
     /// Eagle's milestone lines in each task's own conversation.
-    pub fn milestones(&self) -> anyhow::Result<crate::milestones::Milestones> {
+    pub fn milestones(&self) -> anyhow::Result<crate::chat::milestones::Milestones> {
         let (side, _) = self.eagle()?;
-        Ok(crate::milestones::Milestones::new(
+        Ok(crate::chat::milestones::Milestones::new(
             self.store.clone(),
             side.voice.poster.clone(),
             side.profile.executor_channel.clone(),
@@ -250,10 +252,10 @@ impl Context {
     }
 
     /// Eagle's daily digest for its owner, when the profile asks for one.
-    pub fn digest(&self) -> anyhow::Result<Option<crate::digest::Digest>> {
+    pub fn digest(&self) -> anyhow::Result<Option<crate::chat::digest::Digest>> {
         let (side, _) = self.eagle()?;
         Ok(side.profile.digest.as_ref().map(|settings| {
-            crate::digest::Digest::new(
+            crate::chat::digest::Digest::new(
                 self.store.clone(),
                 side.voice.poster.clone(),
                 settings.clone(),
@@ -263,9 +265,9 @@ impl Context {
     }
 
     /// Eagle's daily pruner, with the profile's `[store] prune_after`.
-    pub fn pruner(&self) -> anyhow::Result<crate::prune::Pruner> {
+    pub fn pruner(&self) -> anyhow::Result<crate::eagle::pruner::Pruner> {
         let (side, _) = self.eagle()?;
-        Ok(crate::prune::Pruner::new(
+        Ok(crate::eagle::pruner::Pruner::new(
             self.store.clone(),
             side.profile.prune_after,
         ))

@@ -9,11 +9,11 @@
 //! entry: a restart says nothing new, a plugin dropped in while Eagle was
 //! down is told once it is loaded.
 
-use crate::background::{BackgroundLoop, Next, Tick, Wake};
-use crate::mirror::{People, Poster};
+use crate::ground::text::{neutralize_mentions, one_line};
 use crate::policy::{PluginStatus, PolicyHost};
+use crate::runtime::background::{BackgroundLoop, Next, Tick, Wake};
+use crate::runtime::posts::{People, Poster};
 use crate::store::{NewAuditEntry, Store};
-use crate::text::{neutralize_mentions, one_line};
 
 /// The topic plugin news goes to.
 pub const TOPIC: &str = "plugins";

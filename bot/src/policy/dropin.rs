@@ -109,7 +109,7 @@ pub(super) fn unsafe_reason(dir: &Path, file: &Path) -> Option<String> {
     {
         places.push(("the plugin directory", dir));
     }
-    let eagle = crate::host::euid();
+    let eagle = crate::ground::host::euid();
     for (what, path) in places {
         let Ok(meta) = std::fs::metadata(&path) else {
             continue;

@@ -203,7 +203,7 @@ fn compile_in_child(exe: &Path, bytes: &[u8], sha256: &str, dir: &Path) -> anyho
         anyhow::bail!(
             "{} ({})",
             output.status,
-            crate::text::one_line(stderr.trim(), 300)
+            crate::ground::text::one_line(stderr.trim(), 300)
         );
     }
     Ok(())
@@ -350,7 +350,7 @@ impl Cache {
     fn store(&self, component: &Component, name: &str) -> anyhow::Result<()> {
         use hmac::Mac as _;
         let bytes = component.serialize()?;
-        let tag = crate::text::hex(&self.mac(name, &bytes).finalize().into_bytes());
+        let tag = crate::ground::text::hex(&self.mac(name, &bytes).finalize().into_bytes());
         let unique = format!("{}-{:016x}", std::process::id(), fastrand::u64(..));
         for (suffix, content) in [("cwasm", bytes.as_slice()), ("mac", tag.as_bytes())] {
             let tmp = self.dir.join(format!(".{name}.{suffix}.{unique}.tmp"));

@@ -423,7 +423,7 @@ impl LoadedPlugin {
             Ok(_) => "ok",
             Err(error) => error.kind(),
         };
-        crate::metrics::get().plugin_call(&self.identity.name, outcome, fuel);
+        crate::ground::metrics::get().plugin_call(&self.identity.name, outcome, fuel);
         result
     }
 
@@ -643,7 +643,7 @@ pub fn sanitize(text: &str, max_bytes: usize) -> String {
             clean.push(c);
         }
     }
-    let mut out = crate::text::neutralize_mentions(clean.trim());
+    let mut out = crate::ground::text::neutralize_mentions(clean.trim());
     if end < text.len() {
         out.push('…');
     }

@@ -204,7 +204,7 @@ impl PolicyHost {
         let set = self.inner.set.load_full();
         let run = move || {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&set)))
-                .map_err(|panic| crate::text::panic_message(panic.as_ref()))
+                .map_err(|panic| crate::ground::text::panic_message(panic.as_ref()))
         };
         // On the multi-threaded runtime the call runs right here, the
         // thread's other tasks moving elsewhere meanwhile (a hop to a

@@ -11,7 +11,7 @@ use secrecy::SecretString;
 use super::raw::{RawAnalyzer, RawAsana, RawGithub};
 use super::validate::{Origins, duration, unix_user, worker_command};
 use super::worker_env::env_names;
-use crate::github::Repo;
+use crate::integrations::github::Repo;
 
 use super::{AnalyzerSettings, AsanaSettings, GithubSettings, ProfileError, WorkerEnv};
 

@@ -1,5 +1,5 @@
 //! `[runner.sandbox]`: how workers are confined. The operating system is
-//! the boundary (see `crate::sandbox`); these settings say what the
+//! the boundary (see `crate::confine::sandbox`); these settings say what the
 //! boundary lets through (the hosts the egress proxy connects) and the
 //! limits of a run. Confinement is on unless the profile says
 //! `mode = "off"` in so many words.

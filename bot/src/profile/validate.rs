@@ -686,7 +686,7 @@ fn validate_channels(
                 format!("{name:?} is longer than {MAX_TOPIC_CHARS} characters"),
             ));
         }
-        if seen.iter().any(|s| crate::text::eq_fold(s, name)) {
+        if seen.iter().any(|s| crate::ground::text::eq_fold(s, name)) {
             return Err(origins.error(
                 "channels",
                 Some(i),

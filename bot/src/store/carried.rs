@@ -1,5 +1,5 @@
 //! What Eagle carried out for a worker, as the worker learns it: the
-//! result (JSON, [`crate::effect::Carried`]'s shape, kept as text here) of
+//! result (JSON, [`crate::policy::effect::Carried`]'s shape, kept as text here) of
 //! a push, a PR opened, a comment posted, a merge, beside the request's
 //! `carried_out` sentence.
 

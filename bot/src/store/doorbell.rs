@@ -52,7 +52,7 @@ impl Doorbell {
         // A directory someone else made (or a symlink to one) is not used:
         // its sockets could be anyone's.
         let meta = std::fs::symlink_metadata(&dir).ok()?;
-        if !meta.is_dir() || meta.uid() != crate::host::euid() {
+        if !meta.is_dir() || meta.uid() != crate::ground::host::euid() {
             tracing::warn!(dir = %dir.display(), "no doorbell: its directory is not a directory of Eagle's user; other processes' changes are seen by polling");
             return None;
         }

@@ -114,7 +114,7 @@ impl Tx {
         .op("importing a run")?;
         let Some(id) = id else { return Ok(None) };
         let topic = format!("run {id}");
-        let key = crate::text::fold_key(&topic);
+        let key = crate::ground::text::fold_key(&topic);
         on_tx!(self, conn => {
             sqlx::query(
                 "UPDATE executor_runs SET thread_id = $2, thread_key = $3 WHERE id = $1",

@@ -23,8 +23,8 @@ impl Destination {
         match self {
             Destination::Channel { channel, topic } => format!(
                 "channel:{}\u{1f}{}",
-                crate::text::fold_key(channel),
-                crate::text::fold_key(topic)
+                crate::ground::text::fold_key(channel),
+                crate::ground::text::fold_key(topic)
             ),
             Destination::Direct { user_ids } => {
                 let mut ids = user_ids.clone();

@@ -128,7 +128,7 @@ impl NewRequest {
             hasher.update((part.len() as u64).to_le_bytes());
             hasher.update(part.as_bytes());
         }
-        crate::text::hex(&hasher.finalize())
+        crate::ground::text::hex(&hasher.finalize())
     }
 }
 
@@ -281,9 +281,9 @@ impl Tx {
             .ok_or_else(|| StoreError::Corrupt(format!("request {id} vanished")))?;
         let action = request.action.clone();
         self.count_on_commit(move || {
-            crate::metrics::get()
+            crate::ground::metrics::get()
                 .requests
-                .get_or_create(&crate::metrics::ActionLabels { action })
+                .get_or_create(&crate::ground::metrics::ActionLabels { action })
                 .inc();
         });
         Ok(Recorded { request, new: true })
@@ -455,7 +455,9 @@ impl Tx {
         };
         let waited = (super::now() - request.created_at).to_std().ok();
         let (action, by) = (request.action.clone(), by.to_string());
-        self.count_on_commit(move || crate::metrics::get().decided(&action, outcome, &by, waited));
+        self.count_on_commit(move || {
+            crate::ground::metrics::get().decided(&action, outcome, &by, waited)
+        });
     }
 
     /// An approver's `!approve` / `!deny` on a request still open. `None`
@@ -727,7 +729,7 @@ impl Store {
         .op("reading who carries a request out")?
         .flatten();
         match holder {
-            Some(holder) if crate::host::holder_is_dead(&holder) => {
+            Some(holder) if crate::ground::host::holder_is_dead(&holder) => {
                 Ok(claim(Some(holder)).await? == 1)
             }
             _ => Ok(false),

@@ -524,7 +524,7 @@ impl Tx {
     /// Creates a run of a task, in state `queued`.
     pub async fn insert_run(&mut self, run: &NewRun) -> Result<i64> {
         let now = super::now();
-        let thread_key = run.thread_id.as_deref().map(crate::text::fold_key);
+        let thread_key = run.thread_id.as_deref().map(crate::ground::text::fold_key);
         on_tx!(self, conn => {
             sqlx::query_scalar(
                 "INSERT INTO executor_runs (task_gid, created_at, updated_at, thread_id, thread_key) \
@@ -603,7 +603,7 @@ impl Tx {
             RUN_COLUMNS,
             " FROM executor_runs WHERE thread_key = $1 ORDER BY id DESC LIMIT 1",
         ]);
-        let key = crate::text::fold_key(topic);
+        let key = crate::ground::text::fold_key(topic);
         on_tx!(self, conn => sqlx::query_as(query).bind(key).fetch_optional(conn).await)
             .op("finding a run by topic")
     }

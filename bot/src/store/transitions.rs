@@ -192,9 +192,9 @@ impl Tx {
         .op("changing a run's state")?;
         if from != to {
             self.count_on_commit(move || {
-                crate::metrics::get()
+                crate::ground::metrics::get()
                     .run_transitions
-                    .get_or_create(&crate::metrics::TransitionLabels {
+                    .get_or_create(&crate::ground::metrics::TransitionLabels {
                         from: from.as_str().into(),
                         to: to.as_str().into(),
                     })
@@ -298,7 +298,7 @@ impl Tx {
             sqlx::query("UPDATE executor_runs SET thread_id = $2, thread_key = $3, updated_at = $4 WHERE id = $1")
                 .bind(id)
                 .bind(&topic)
-                .bind(crate::text::fold_key(&topic))
+                .bind(crate::ground::text::fold_key(&topic))
                 .bind(now)
                 .execute(conn)
                 .await

@@ -140,7 +140,7 @@ async fn watch_others(store: super::Store) {
 }
 
 async fn listen_postgres(pool: &sqlx::PgPool, hub: &Hub) {
-    let mut backoff = crate::backoff::Backoff::new();
+    let mut backoff = crate::ground::backoff::Backoff::new();
     loop {
         let listener = async {
             let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
@@ -195,7 +195,7 @@ async fn poll_sqlite(store: &super::Store) {
         SQLITE_POLL
     };
     let options = pool.connect_options();
-    let mut backoff = crate::backoff::Backoff::new();
+    let mut backoff = crate::ground::backoff::Backoff::new();
     loop {
         let mut conn = match sqlx::SqliteConnection::connect_with(&options).await {
             Ok(conn) => conn,

@@ -3,15 +3,15 @@
 //! --body-file …`, `comment_on_pr --body-file …`, `reply_thread <id>
 //! --body-file …`, `merge_pr [--sha <sha>]`, `post_asana_comment
 //! --body-file …`. Each becomes one request whose body is the effect's
-//! exact parameters ([`crate::effect::Effect`]); the answer carries what
+//! exact parameters ([`crate::policy::effect::Effect`]); the answer carries what
 //! Eagle did (the pushed sha, the PR's number and address).
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use super::{AskError, EXIT_APPROVED, EXIT_DENIED, EXIT_STOP, EXIT_UNREACHABLE, ask, request_key};
-use crate::effect::{CARRIED, Effect, usage};
-use crate::runner::wire::{Answer, Ask, ENV_RUN, Status};
+use crate::executor::runner::wire::{Answer, Ask, ENV_RUN, Status};
+use crate::policy::effect::{CARRIED, Effect, usage};
 
 /// `eagle request <action> <details…>`: the effects in their new forms; any
 /// other action (and `--escalate`) as before.
@@ -179,11 +179,11 @@ pub(super) fn read_text(file: &str) -> Result<String, String> {
     let read = if file == "-" {
         std::io::stdin()
             .lock()
-            .take(crate::effect::MAX_TEXT as u64 * 4 + 1)
+            .take(crate::policy::effect::MAX_TEXT as u64 * 4 + 1)
             .read_to_end(&mut bytes)
     } else {
         std::fs::File::open(file).and_then(|f| {
-            f.take(crate::effect::MAX_TEXT as u64 * 4 + 1)
+            f.take(crate::policy::effect::MAX_TEXT as u64 * 4 + 1)
                 .read_to_end(&mut bytes)
         })
     };

@@ -20,8 +20,8 @@ use std::process::ExitCode;
 
 use super::asks::{Flags, ask_effect, read_text, report, resolve_commit};
 use super::{EXIT_APPROVED, EXIT_UNREACHABLE};
-use crate::effect::Effect;
-use crate::runner::wire::Status;
+use crate::executor::runner::wire::Status;
+use crate::policy::effect::Effect;
 
 /// The name of the remote helper's link.
 pub const REMOTE_HELPER: &str = "git-remote-eagle";
@@ -93,7 +93,7 @@ fn push_one(env: &BTreeMap<String, String>, spec: &str) -> String {
     let (src, dst) = spec.split_once(':').unwrap_or((spec, spec));
     let refuse = |why: &str| {
         eprintln!("eagle: {why}");
-        format!("error {dst} {}\n", crate::text::one_line(why, 300))
+        format!("error {dst} {}\n", crate::ground::text::one_line(why, 300))
     };
     if src.is_empty() {
         return refuse("Eagle never deletes a branch: nothing was pushed");
@@ -162,7 +162,7 @@ fn unsupported(args: &[String]) -> String {
          Eagle does these for you: git push, gh pr create, gh pr comment, gh pr merge \
          (and gh api calls that mean them); eagle request reply_thread <id> --body-file <file> \
          answers a review thread",
-        crate::text::one_line(&args.join(" "), 200)
+        crate::ground::text::one_line(&args.join(" "), 200)
     )
 }
 

@@ -1,0 +1,245 @@
+//! What Eagle carries out itself once a request is approved, so that no
+//! worker holds a token (the request's body is the effect's exact
+//! parameters, [`crate::policy::effect::Effect`]):
+//!
+//! * `push_branch` ([`push`]): carried out by the runner, on the host of the
+//!   worker's checkout, from a repository of Eagle's own;
+//! * `open_draft_pr` ([`pr`]): the run's draft PR from its branch to
+//!   `github.base`, with the approved title and body (a PR already open
+//!   from the branch is found first);
+//! * `comment_on_pr`, `reply_thread` ([`comment`]): the approved text,
+//!   once, with a marker that is looked for before every POST;
+//! * `merge_pr` ([`merge`]): only the run's own PR (its branch, its base),
+//!   at the approved head, with the required checks and the review green
+//!   at that head; merged with `PUT …/pulls/{n}/merge` bound to that sha;
+//! * `post_asana_comment` ([`asana`]): the approved words on the run's
+//!   Asana task, with a marker looked for before every POST.
+//!
+//! Each is done exactly once, also across a crash: the outcome is recorded
+//! with its post in one transaction, and before acting again Eagle looks
+//! whether it already happened (the PR merged, the marker there). One
+//! carrier runs per deployment (a lease). A request that reused an earlier
+//! human approval (a resumed worker asking again) is not carried out twice.
+
+mod asana;
+mod comment;
+mod merge;
+mod pr;
+pub mod push;
+
+use std::time::Duration;
+
+use crate::ground::text::{neutralize_mentions, one_line};
+use crate::integrations::asana::Asana;
+use crate::integrations::github::GitHub;
+use crate::policy::effect::Carried;
+use crate::profile::GithubSettings;
+use crate::runtime::background::{BackgroundLoop, LeaseSpec, Next, Tick};
+use crate::runtime::posts::Poster;
+use crate::store::{PrLink, RunState, Store, StoreError};
+
+const LEASE: &str = "carrier";
+const LEASE_TTL: Duration = Duration::from_secs(60);
+/// Requests looked at per sweep.
+const BATCH: i64 = 20;
+/// How often approved requests are looked for when nothing wakes the carrier.
+const PERIODIC: Duration = Duration::from_secs(30);
+/// How long GitHub may take to say whether a PR can be merged before the
+/// merge is given up.
+const MERGEABLE_PATIENCE: Duration = Duration::from_secs(10 * 60);
+/// How long one instance holds a request it carries out (far longer than
+/// any merge or comment takes, retries included).
+const CARRY_CLAIM: Duration = Duration::from_secs(10 * 60);
+
+/// Eagle's hands for approved requests.
+pub struct Carrier {
+    store: Store,
+    /// Eagle's identity in the executor channel.
+    poster: Poster,
+    /// Eagle's GitHub client and settings (the repository merges go to).
+    github: Option<(GitHub, GithubSettings)>,
+    asana: Option<std::sync::Arc<Asana>>,
+    /// This instance's name for claiming a request.
+    instance: String,
+    /// Requests put off (`Later`): not tried again before then, the wait
+    /// doubling with each try, so that a slow GitHub is not asked on every
+    /// change of the database.
+    later: std::collections::HashMap<i64, (tokio::time::Instant, u32)>,
+}
+
+impl std::fmt::Debug for Carrier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Carrier")
+            .field("github", &self.github.is_some())
+            .field("asana", &self.asana.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What became of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    /// Done (or found done): recorded and posted.
+    Done(String),
+    /// Done, with what the worker learns (the PR, the comment's address).
+    Carried(String, Carried),
+    /// Cannot be done: recorded and posted, never tried again.
+    Refused(String),
+    /// Not now (GitHub still computing mergeability, a transient error):
+    /// tried again on a later sweep.
+    Later(String),
+}
+
+impl BackgroundLoop for Carrier {
+    const NAME: &'static str = "carrier";
+    /// A merge or a comment half-way is claimed and looked for again.
+    const ABANDON_ON_STOP: bool = true;
+
+    fn lease(&self) -> Option<LeaseSpec> {
+        Some(LeaseSpec {
+            name: LEASE,
+            ttl: LEASE_TTL,
+        })
+    }
+
+    async fn tick(&mut self, tick: &mut Tick<'_>) -> anyhow::Result<Next> {
+        self.sweep(tick).await?;
+        Ok(Next::After(PERIODIC))
+    }
+}
+
+impl Carrier {
+    /// The carrier of the orchestrator profile: `github` (its client and
+    /// `[github]`) merges, `asana` comments; `instance` names this process.
+    pub fn new(
+        store: Store,
+        poster: Poster,
+        github: Option<(GitHub, GithubSettings)>,
+        asana: Option<std::sync::Arc<Asana>>,
+        instance: String,
+    ) -> Carrier {
+        Carrier {
+            store,
+            poster,
+            github,
+            asana,
+            instance,
+            later: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Carries out the approved requests waiting for it. Returns how many
+    /// were settled.
+    pub async fn sweep(&mut self, tick: &mut Tick<'_>) -> Result<usize, StoreError> {
+        let mut settled = 0;
+        for request in self.store.requests_to_carry_out(BATCH).await? {
+            if self.put_off(request.id) {
+                continue;
+            }
+            // While this instance leads, and holds the request itself: a
+            // lease that changed hands in the middle never makes two carry
+            // one request out.
+            if !tick.leads().await? {
+                break;
+            }
+            if !self
+                .store
+                .claim_carry_out(request.id, &self.instance, CARRY_CLAIM)
+                .await?
+            {
+                continue;
+            }
+            let run = {
+                let mut tx = self.store.begin_read().await?;
+                tx.run(request.run_id).await?
+            };
+            let Some(run) = run else { continue };
+            let outcome = if matches!(run.state, RunState::Cancelled | RunState::Abandoned) {
+                Outcome::Refused(format!(
+                    "Eagle did not carry out the approved {}: run {} is {}",
+                    request.action,
+                    run.id,
+                    run.state.as_str()
+                ))
+            } else {
+                match request.action.as_str() {
+                    "merge_pr" => self.merge(&request, &run).await,
+                    "open_draft_pr" => self.open_pr(&request, &run).await,
+                    "comment_on_pr" | "reply_thread" => {
+                        self.comment_on_github(&request, &run).await
+                    }
+                    _ => self.comment(&request, &run).await,
+                }
+            };
+            let found = Carried::default();
+            let (text, done_with) = match &outcome {
+                Outcome::Later(why) => {
+                    let wait = self.try_later(request.id);
+                    tracing::info!(
+                        request = request.id,
+                        why,
+                        wait_s = wait.as_secs(),
+                        "an approved request waits to be carried out"
+                    );
+                    continue;
+                }
+                Outcome::Done(text) => (text.as_str(), Some(&found)),
+                Outcome::Carried(text, carried) => (text.as_str(), Some(carried)),
+                Outcome::Refused(text) => (text.as_str(), None),
+            };
+            let done = !matches!(outcome, Outcome::Refused(_));
+            self.later.remove(&request.id);
+            let mut tx = self.store.begin_write().await?;
+            if tx.record_carried_out(request.id, text, done).await? {
+                if let Some(carried) = done_with {
+                    let json = serde_json::to_string(carried).unwrap_or_default();
+                    tx.record_carried_result(request.id, &json).await?;
+                }
+                if let (Outcome::Carried(_, carried), "open_draft_pr") =
+                    (&outcome, request.action.as_str())
+                    && let Some(number) = carried.pr_number
+                {
+                    let link = PrLink {
+                        number: number as i64,
+                        url: carried.url.clone(),
+                        repo: self.github.as_ref().map(|(_, s)| s.repo.to_string()),
+                    };
+                    tx.record_pr_link(run.id, &link).await?;
+                    // Known before the PR loop looks: an escalated merge
+                    // says at once that the PR is a draft.
+                    if let Some(draft) = carried.draft {
+                        tx.set_pr_draft(run.id, draft).await?;
+                    }
+                }
+                let line = format!(
+                    "{} (run:{} req:{})",
+                    neutralize_mentions(&one_line(text, 400)),
+                    run.id,
+                    request.id
+                );
+                self.poster.post(&mut tx, &run.topic(), &line).await?;
+                tx.commit().await?;
+                settled += 1;
+            }
+        }
+        Ok(settled)
+    }
+
+    /// Whether a request was put off and its time has not come.
+    fn put_off(&self, id: i64) -> bool {
+        self.later
+            .get(&id)
+            .is_some_and(|(at, _)| *at > tokio::time::Instant::now())
+    }
+
+    /// Puts a request off: 5 s, doubling, at most 5 minutes.
+    fn try_later(&mut self, id: i64) -> Duration {
+        let later = &mut self.later;
+        let tries = later.get(&id).map_or(0, |(_, n)| *n);
+        let wait = Duration::from_secs(5)
+            .saturating_mul(1 << tries.min(6))
+            .min(Duration::from_secs(300));
+        later.insert(id, (tokio::time::Instant::now() + wait, tries + 1));
+        wait
+    }
+}

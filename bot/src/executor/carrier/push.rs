@@ -1,0 +1,254 @@
+//! `push_branch`: Eagle pushes the exact commit a request names to the
+//! run's own branch of the run's remote, from a repository of its own.
+//!
+//! **Why this is safe.** Eagle never runs git in the worker's checkout, so
+//! nothing the worker controls runs or is read as configuration: not its
+//! hooks, not its `.git/config` (`insteadOf`, `pushurl`, credential helpers,
+//! `core.*` programs), not its `info/attributes`. Eagle keeps a bare
+//! repository per run under its own data directory (`pushes/run-<id>.git`,
+//! made with `--template=`: no hooks, Eagle's config only) whose
+//! `objects/info/alternates` names the checkout's `.git/objects`: git then
+//! *reads objects* from there, as data, and nothing else. Objects are
+//! content-addressed and the receiving side (`index-pack` of the remote)
+//! hashes every object it gets, so a tampered object file cannot put other
+//! content under the approved commit id. The checkout's own
+//! `objects/info/alternates` (which would make git read objects from
+//! anywhere Eagle can read) is refused, as are a `.git` or `objects` that is
+//! a symlink or a `gitdir:` file. Then Eagle checks the commit exists and
+//! what the branch holds now, and pushes `<sha>:refs/heads/<branch>` from its
+//! repository with its own environment, always with `--force-with-lease` on
+//! the tip it looked at: a fast-forward, or (only when the tip is a commit
+//! Eagle itself pushed for this run) a rewrite of Eagle's own push; never
+//! another ref, never a delete, never a force over commits someone else
+//! pushed.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// What to push where.
+#[derive(Debug, Clone)]
+pub struct PushPlan<'a> {
+    /// The run's remote (`runner.repo`).
+    pub remote: &'a Path,
+    /// The worker's checkout (its `.git/objects` is read as data).
+    pub checkout: &'a Path,
+    /// Eagle's own repository for this run.
+    pub mirror: &'a Path,
+    /// The run's branch (without `refs/heads/`).
+    pub branch: &'a str,
+    /// The approved commit.
+    pub sha: &'a str,
+    /// Commits Eagle pushed to this branch before (newest first): a tip
+    /// among them may be rewritten.
+    pub pushed_before: &'a [String],
+}
+
+/// How a push went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pushed {
+    /// The branch is at the commit now (`forced`: over Eagle's own earlier push).
+    Pushed { forced: bool },
+    /// The branch was at the commit already.
+    Already,
+}
+
+/// Where Eagle keeps its repository for run `run` under `data_dir`.
+pub fn mirror_path(data_dir: &Path, run: i64) -> PathBuf {
+    data_dir.join("pushes").join(format!("run-{run}.git"))
+}
+
+/// Pushes as the module documentation says; `Err` says why nothing was pushed.
+pub async fn push(plan: &PushPlan<'_>) -> Result<Pushed, String> {
+    crate::policy::effect::full_sha(plan.sha)?;
+    if !valid_branch(plan.branch) {
+        return Err(format!("{:?} is not a branch Eagle pushes to", plan.branch));
+    }
+    let objects = worker_objects(plan.checkout)?;
+    prepare_mirror(plan.mirror, &objects).await?;
+    let kind = git(plan.mirror, &["cat-file", "-t", plan.sha]).await;
+    if kind.as_deref().map(str::trim) != Ok("commit") {
+        return Err(format!(
+            "commit {} is not in the run's checkout: commit first, then push",
+            short(plan.sha)
+        ));
+    }
+    let remote = plan.remote.to_string_lossy().into_owned();
+    let target = format!("refs/heads/{}", plan.branch);
+    let listed = git(plan.mirror, &["ls-remote", "--", &remote, &target])
+        .await
+        .map_err(|e| format!("cannot read the run's remote: {e}"))?;
+    let tip = listed
+        .lines()
+        .find_map(|l| l.split_once('\t').filter(|(_, r)| *r == target))
+        .map(|(sha, _)| sha.to_string());
+    let forced = match &tip {
+        Some(tip) if tip == plan.sha => return Ok(Pushed::Already),
+        None => false,
+        Some(tip) => {
+            // Bring the tip's history into Eagle's repository to compare.
+            git(
+                plan.mirror,
+                &["fetch", "--quiet", "--no-tags", "--", &remote, &target],
+            )
+            .await
+            .map_err(|e| format!("cannot read the run's branch: {e}"))?;
+            let descends =
+                git_ok(plan.mirror, &["merge-base", "--is-ancestor", tip, plan.sha]).await;
+            if descends {
+                false
+            } else if plan.pushed_before.iter().any(|p| p == tip) {
+                true
+            } else {
+                return Err(format!(
+                    "{} holds commits Eagle did not push (its tip {} is not part of {}): \
+                     nothing was pushed; build on the branch (git pull --rebase), or ask the owner",
+                    plan.branch,
+                    short(tip),
+                    short(plan.sha)
+                ));
+            }
+        }
+    };
+    let lease = format!(
+        "--force-with-lease={target}:{}",
+        tip.as_deref().unwrap_or("")
+    );
+    let refspec = format!("{}:{target}", plan.sha);
+    git(
+        plan.mirror,
+        &[
+            "push",
+            "--quiet",
+            "--no-verify",
+            &lease,
+            "--",
+            &remote,
+            &refspec,
+        ],
+    )
+    .await
+    .map_err(|e| format!("the push was refused: {e}"))?;
+    Ok(Pushed::Pushed { forced })
+}
+
+/// A branch name Eagle pushes to: what `git check-ref-format --branch`
+/// would accept, kept simple (letters, digits, `/-._`, no `..`, no leading
+/// `-` or `/`, no `.lock`).
+fn valid_branch(branch: &str) -> bool {
+    !branch.is_empty()
+        && branch.len() <= 200
+        && branch
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/-._".contains(c))
+        && !branch.starts_with(['-', '/', '.'])
+        && !branch.ends_with(['/', '.'])
+        && !branch.contains("..")
+        && !branch.contains("//")
+        && !branch.ends_with(".lock")
+}
+
+/// The checkout's object directory, refused when it could make git read
+/// anything but the checkout's own objects.
+fn worker_objects(checkout: &Path) -> Result<PathBuf, String> {
+    let dot_git = checkout.join(".git");
+    let plain_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_dir());
+    if !plain_dir(&dot_git) {
+        return Err("the run's checkout has no .git directory of its own: nothing to push".into());
+    }
+    let objects = dot_git.join("objects");
+    if !plain_dir(&objects) {
+        return Err("the checkout's .git/objects is not a directory: refusing to read it".into());
+    }
+    let alternates = objects.join("info").join("alternates");
+    if std::fs::symlink_metadata(&alternates).is_ok() {
+        return Err(
+            "the checkout's .git/objects/info/alternates would make Eagle read objects from \
+             elsewhere: remove it, then push again"
+                .into(),
+        );
+    }
+    Ok(objects)
+}
+
+/// Creates Eagle's repository (bare, no template: no hooks) if needed and
+/// points its alternates at the checkout's objects.
+async fn prepare_mirror(mirror: &Path, objects: &Path) -> Result<(), String> {
+    if !mirror.join("objects").is_dir() {
+        if let Some(parent) = mirror.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            let _ = crate::ground::host::chmod(parent, 0o700);
+        }
+        let path = mirror.to_string_lossy().into_owned();
+        let parent = mirror.parent().unwrap_or(Path::new("/"));
+        git(
+            parent,
+            &["init", "--quiet", "--bare", "--template=", "--", &path],
+        )
+        .await
+        .map_err(|e| format!("cannot create Eagle's repository for the push: {e}"))?;
+    }
+    let info = mirror.join("objects").join("info");
+    std::fs::create_dir_all(&info).map_err(|e| format!("cannot write {}: {e}", info.display()))?;
+    std::fs::write(info.join("alternates"), format!("{}\n", objects.display()))
+        .map_err(|e| format!("cannot write Eagle's alternates: {e}"))
+}
+
+/// Runs git in `dir` (Eagle's repository or its parent) with Eagle's own
+/// environment, minus anything that would point git at another repository,
+/// and no hooks. Returns stdout, or stderr as the error.
+async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let out = command(dir, args)
+        .output()
+        .await
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(crate::ground::text::one_line(
+            String::from_utf8_lossy(&out.stderr).trim(),
+            400,
+        ))
+    }
+}
+
+async fn git_ok(dir: &Path, args: &[&str]) -> bool {
+    command(dir, args).status().await.is_ok_and(|s| s.success())
+}
+
+fn command(dir: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut git = tokio::process::Command::new("git");
+    git.args([
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "protocol.file.allow=always",
+    ]);
+    if dir.join("objects").is_dir() {
+        git.arg("--git-dir").arg(dir);
+    }
+    git.args(args)
+        .current_dir(dir)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_INDEX_FILE",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT",
+        "GIT_NAMESPACE",
+    ] {
+        git.env_remove(var);
+    }
+    git
+}
+
+fn short(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
+}

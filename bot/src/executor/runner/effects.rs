@@ -1,0 +1,250 @@
+//! The runner's part in the effects Eagle carries out for a worker
+//! ([`crate::policy::effect`]): it checks an effect's parameters before the request
+//! is recorded (a push to another branch is refused and leaves nothing
+//! behind), carries out an approved `push_branch` itself (the runner is on
+//! the host of the worker's checkout: [`crate::executor::carrier::push`]), and for the
+//! others waits until Eagle's carrier has done them, so that `eagle request`
+//! answers with the outcome: the pushed sha, the PR's number and address,
+//! the comment's address.
+
+use std::time::Duration;
+
+use super::socket::SocketCtx;
+use super::wire::{Answer, Status};
+use crate::executor::carrier::push::{PushPlan, Pushed, mirror_path, push};
+use crate::policy::effect::{Carried, Effect};
+use crate::store::{Request, RequestStatus, StoreError};
+
+/// The run's branch: the one its runner recorded, else `eagle/run-<id>`.
+pub(super) async fn run_branch(ctx: &SocketCtx) -> Result<String, StoreError> {
+    let run = {
+        let mut tx = ctx.shared.store.begin_read().await?;
+        tx.run(ctx.fence.run).await?
+    };
+    Ok(run
+        .and_then(|r| r.branch_name)
+        .unwrap_or_else(|| format!("eagle/run-{}", ctx.fence.run)))
+}
+
+/// Before a request is recorded: an answer when its parameters cannot be
+/// carried out (nothing is recorded then).
+pub(super) async fn precheck(
+    ctx: &SocketCtx,
+    action: &str,
+    body: &str,
+) -> Result<Option<Answer>, StoreError> {
+    // Free text is the old form (the demo worker, a protocol line): an
+    // approval as before, nothing carried out.
+    if !body.trim_start().starts_with('{') {
+        return Ok(None);
+    }
+    let effect = match Effect::parse(action, body) {
+        Ok(Some(effect)) => effect,
+        Ok(None) => return Ok(None),
+        Err(why) => return Ok(Some(Answer::new(Status::Denied, why))),
+    };
+    if let Effect::PushBranch {
+        branch: Some(asked),
+        ..
+    } = &effect
+    {
+        let branch = run_branch(ctx).await?;
+        let asked = asked.strip_prefix("refs/heads/").unwrap_or(asked);
+        if asked != branch {
+            return Ok(Some(Answer::new(
+                Status::Denied,
+                format!(
+                    "Eagle pushes only to this run's branch {branch}, not to {}: nothing was pushed \
+                     (git push origin HEAD:{branch})",
+                    crate::ground::text::one_line(asked, 100)
+                ),
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// After a request was approved: `None` when it is no effect Eagle carries
+/// out (the answer is the approval); else the answer with the outcome, a
+/// denial saying why Eagle did not do it, or a stop when it is not done
+/// within the wait (the worker learns the outcome when resumed).
+pub(super) async fn after_approval(
+    ctx: &SocketCtx,
+    request: &Request,
+) -> Result<Option<Answer>, StoreError> {
+    if request.status != RequestStatus::Approved {
+        return Ok(None);
+    }
+    if !request.body.trim_start().starts_with('{') {
+        return Ok(None);
+    }
+    let effect = match Effect::parse(&request.action, &request.body) {
+        Ok(Some(effect)) => effect,
+        Ok(None) => return Ok(None),
+        Err(why) => {
+            return Ok(Some(Answer {
+                request: Some(request.id),
+                ..Answer::new(Status::Denied, format!("Eagle cannot carry it out: {why}"))
+            }));
+        }
+    };
+    if let Effect::PushBranch { sha, .. } = &effect
+        && request.carried_out_at.is_none()
+    {
+        carry_push(ctx, request, sha).await?;
+    }
+    // A request that reused a human's earlier approval is carried out as that one.
+    let id = request.bound_to.unwrap_or(request.id);
+    let deadline = tokio::time::Instant::now() + ctx.shared.settings.request_wait;
+    let mut changes = ctx.shared.store.changes();
+    loop {
+        changes.mark_seen();
+        let carried = ctx
+            .shared
+            .store
+            .request(id)
+            .await?
+            .filter(|r| r.carried_out_at.is_some());
+        if let Some(carried) = carried {
+            let text = carried.carried_out.clone().unwrap_or_default();
+            let result = ctx.shared.store.carried_result(id).await?;
+            let mut tx = ctx.shared.store.begin_write().await?;
+            tx.mark_delivered(&[request.id]).await?;
+            tx.commit().await?;
+            let Some(result) = result else {
+                return Ok(Some(Answer {
+                    request: Some(request.id),
+                    ..Answer::new(Status::Denied, text)
+                }));
+            };
+            return Ok(Some(Answer {
+                request: Some(request.id),
+                note: request.note.clone(),
+                outcome: serde_json::from_str(&result).ok(),
+                ..Answer::new(Status::Approved, text)
+            }));
+        }
+        if tokio::time::Instant::now() >= deadline || ctx.stop.borrow().is_some() {
+            return Ok(Some(Answer {
+                request: Some(request.id),
+                ..Answer::new(
+                    Status::Stop,
+                    format!(
+                        "{} (request {}) is approved and Eagle carries it out; it has not yet: \
+                         stop now and end your turn; you will be resumed with the outcome",
+                        request.action, request.id
+                    ),
+                )
+            }));
+        }
+        tokio::select! {
+            _ = changes.changed() => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+        }
+    }
+}
+
+/// Pushes an approved commit and records how it went, with its post.
+async fn carry_push(ctx: &SocketCtx, request: &Request, sha: &str) -> Result<(), StoreError> {
+    let shared = &ctx.shared;
+    let branch = run_branch(ctx).await?;
+    let result = match &shared.settings.repo {
+        None => Err("runner.repo is not set: Eagle has no remote to push to".to_string()),
+        Some(remote) => {
+            let pushed_before: Vec<String> = shared
+                .store
+                .carried_results(ctx.fence.run, "push_branch")
+                .await?
+                .iter()
+                .filter_map(|r| serde_json::from_str::<Carried>(r).ok()?.sha)
+                .collect();
+            let mirror = mirror_path(&shared.data_dir, ctx.fence.run);
+            push(&PushPlan {
+                remote,
+                checkout: &ctx.workdir,
+                mirror: &mirror,
+                branch: &branch,
+                sha,
+                pushed_before: &pushed_before,
+            })
+            .await
+        }
+    };
+    let short = sha.get(..12).unwrap_or(sha);
+    let (text, carried) = match result {
+        Ok(Pushed::Pushed { forced: false }) => (
+            format!("Eagle pushed {short} to {branch}"),
+            Some(Carried {
+                sha: Some(sha.to_string()),
+                branch: Some(branch.clone()),
+                ..Carried::default()
+            }),
+        ),
+        Ok(Pushed::Pushed { forced: true }) => (
+            format!("Eagle pushed {short} to {branch}, over its own earlier push"),
+            Some(Carried {
+                sha: Some(sha.to_string()),
+                branch: Some(branch.clone()),
+                ..Carried::default()
+            }),
+        ),
+        Ok(Pushed::Already) => (
+            format!("{branch} is at {short} already"),
+            Some(Carried {
+                sha: Some(sha.to_string()),
+                branch: Some(branch.clone()),
+                ..Carried::default()
+            }),
+        ),
+        Err(why) => (format!("Eagle did not push {short}: {why}"), None),
+    };
+    let mut tx = shared.store.begin_write().await?;
+    let run = tx.run(ctx.fence.run).await?;
+    if tx
+        .record_carried_out(request.id, &text, carried.is_some())
+        .await?
+    {
+        if let Some(carried) = &carried {
+            let json = serde_json::to_string(carried).unwrap_or_default();
+            tx.record_carried_result(request.id, &json).await?;
+        }
+        if let Some(run) = run {
+            let line = format!(
+                "{} (run:{} req:{})",
+                crate::ground::text::neutralize_mentions(&crate::ground::text::one_line(
+                    &text, 400
+                )),
+                run.id,
+                request.id
+            );
+            shared.poster.post(&mut tx, &run.topic(), &line).await?;
+        }
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
+/// Links `git-remote-eagle`, `gh` and `eagle` (for `eagle request`) to the binary in the run's
+/// own `eagle/bin` (Eagle's directory: the worker cannot change them) and
+/// puts that directory first on the worker's `PATH`.
+pub(super) fn put_shims_first(
+    env: &mut std::collections::BTreeMap<String, String>,
+    eagle_dir: &std::path::Path,
+    exe: &std::path::Path,
+) -> std::io::Result<()> {
+    use crate::worker::shims::{GH, REMOTE_HELPER};
+    let bin = eagle_dir.join("bin");
+    std::fs::create_dir_all(&bin)?;
+    crate::ground::host::chmod(&bin, 0o755)?;
+    for name in [REMOTE_HELPER, GH, "eagle"] {
+        let link = bin.join(name);
+        if std::fs::read_link(&link).ok().as_deref() != Some(exe) {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(exe, &link)?;
+        }
+    }
+    let path = env.get("PATH").cloned().unwrap_or_default();
+    env.insert("PATH".into(), format!("{}:{path}", bin.display()));
+    Ok(())
+}
