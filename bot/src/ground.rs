@@ -3,7 +3,10 @@
 //! protocol, backoff, and the metrics registry every floor records into.
 
 pub mod backoff;
+pub mod database_url;
 pub mod host;
 pub mod metrics;
 pub mod protocol;
+pub mod repo;
 pub mod text;
+pub mod wire;

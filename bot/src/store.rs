@@ -45,7 +45,7 @@ use sqlx::postgres::{PgConnectOptions, Postgres};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{PgPool, Sqlite, SqlitePool};
 
-use crate::profile::DatabaseUrl;
+use crate::ground::database_url::DatabaseUrl;
 
 pub use analysis::{Analysis, AnalyzerJob, SkipReason};
 pub use audit::{AuditEntry, NewAuditEntry};

@@ -3,5 +3,6 @@
 //! a terminal). Each builds a [`crate::chat::message::InboundMessage`], hands
 //! it to [`crate::chat`], and runs a [`crate::daemon::Daemon`].
 
+pub mod offline;
 pub mod shell;
 pub mod zulip;

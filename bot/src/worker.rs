@@ -23,9 +23,7 @@ use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use crate::executor::runner::wire::{
-    Answer, Ask, ENV_RUN, ENV_SOCKET, ENV_TOKEN, MAX_LINE, Status,
-};
+use crate::ground::wire::{Answer, Ask, ENV_RUN, ENV_SOCKET, ENV_TOKEN, MAX_LINE, Status};
 
 /// Exit codes of `eagle request`.
 pub const EXIT_APPROVED: u8 = 0;

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use eagle::executor::runner::wire::{Ask, ENV_SOCKET, ENV_TOKEN, Status};
+use eagle::ground::wire::{Ask, ENV_SOCKET, ENV_TOKEN, Status};
 use eagle::profile::DatabaseUrl;
 use eagle::store::{NewTask, Store};
 use fake_zulip::{FakeConfig, FakeZulip};
@@ -164,7 +164,7 @@ async fn one_process() {
         executor: Some(executor),
         demo_worker: false,
     };
-    let ctx = eagle::daemon::Context::build(setup, &mut eagle::daemon::Offline)
+    let ctx = eagle::daemon::Context::build(setup, &mut eagle::transport::offline::Offline)
         .await
         .unwrap();
     let mut daemon = match eagle::daemon::Daemon::start(ctx) {

@@ -40,6 +40,7 @@ mod github;
 mod hardening;
 mod inbox;
 mod install;
+mod layers;
 mod limits;
 mod moving_in;
 mod ops;

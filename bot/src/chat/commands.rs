@@ -27,6 +27,9 @@ mod status;
 mod tasks;
 mod triage;
 
+/// Longest task title kept as a title; longer text moves to the description.
+const MAX_TITLE_CHARS: usize = 200;
+
 pub use context::{CommandContext, CommandReply};
 pub use control::{Cancel, Hold, Pause, Resume, Retry, RunOrAll, Unhold};
 pub use converse::Confirm;

@@ -9,9 +9,10 @@ use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon::{Context, Offline, Setup};
+use crate::daemon::{Context, Setup};
 use crate::profile::Profile;
 use crate::store::Store;
+use crate::transport::offline::Offline;
 
 async fn context(profile: Profile, store: &Store, exe: PathBuf) -> anyhow::Result<Context> {
     let setup = Setup {
@@ -124,7 +125,7 @@ pub(super) async fn import_executor_v2(
     dry_run: bool,
     batch: i64,
 ) -> anyhow::Result<ExitCode> {
-    let url = crate::profile::DatabaseUrl::new(url);
+    let url = crate::ground::database_url::DatabaseUrl::new(url);
     let old = crate::store::LegacyDb::open(&url).await?;
     println!(
         "{} the old executor at {} (read-only) into {}",

@@ -121,10 +121,7 @@ impl Spec {
 pub fn inside_env(spec: &Spec, env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     let mut env = env.clone();
     if spec.request_socket.is_some() {
-        env.insert(
-            crate::executor::runner::wire::ENV_SOCKET.into(),
-            INSIDE_SOCKET.into(),
-        );
+        env.insert(crate::ground::wire::ENV_SOCKET.into(), INSIDE_SOCKET.into());
     }
     for name in [
         "HTTPS_PROXY",
@@ -322,10 +319,7 @@ mod tests {
             limits: Limits::default(),
         };
         let env: BTreeMap<String, String> = [
-            (
-                crate::executor::runner::wire::ENV_SOCKET,
-                "/runs/1/eagle/sock-1",
-            ),
+            (crate::ground::wire::ENV_SOCKET, "/runs/1/eagle/sock-1"),
             ("NO_PROXY", "*"),
             ("PATH", "/usr/bin"),
         ]
@@ -333,10 +327,7 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         let inside = inside_env(&spec, &env);
-        assert_eq!(
-            inside[crate::executor::runner::wire::ENV_SOCKET],
-            INSIDE_SOCKET
-        );
+        assert_eq!(inside[crate::ground::wire::ENV_SOCKET], INSIDE_SOCKET);
         for name in ["HTTPS_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"] {
             assert_eq!(inside[name], PROXY_URL);
         }

@@ -17,6 +17,7 @@
 //! (`setsid`), working directory and home, and, with `runner.worker_user`,
 //! their own Unix user: never the database, a zuliprc or Eagle's keys.
 
+mod attempt;
 mod checks;
 mod effects;
 pub mod hook;
@@ -26,7 +27,6 @@ pub mod review;
 mod socket;
 mod spawn;
 mod supervise;
-pub mod wire;
 
 pub use checks::{Severity, checks, sandbox_check};
 

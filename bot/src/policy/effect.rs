@@ -175,26 +175,7 @@ pub fn usage(action: &str) -> &'static str {
     }
 }
 
-/// What the worker learns when Eagle has carried an effect out (the
-/// answer's `outcome`, and the `carried_result` kept with the request).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Carried {
-    /// The commit now on the branch (a push), or merged at (a merge).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sha: Option<String>,
-    /// The branch pushed to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub branch: Option<String>,
-    /// The PR's number.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pr_number: Option<u64>,
-    /// The PR's or the comment's web address.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// Whether the PR opened (or found open) is a draft.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub draft: Option<bool>,
-}
+pub use crate::ground::wire::Carried;
 
 #[cfg(test)]
 mod tests {

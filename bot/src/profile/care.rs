@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::ProfileError;
-use super::validate::{Origins, duration};
+use super::field::{Origins, duration};
 
 /// What is kept at least, whatever a profile or `--older-than` says: the
 /// back-fill after a gap and the late-command window are within a day.

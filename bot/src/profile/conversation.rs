@@ -10,7 +10,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 
 use super::ProfileError;
-use super::validate::{Origins, duration};
+use super::field::{Origins, duration};
 
 /// The longest persona file read as the system prompt.
 pub const MAX_PERSONA_BYTES: u64 = 32 * 1024;

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 
+use super::field::{Origins, duration, unix_user};
 use super::raw::{RawAnalyzer, RawAsana, RawGithub};
-use super::validate::{Origins, duration, unix_user, worker_command};
+use super::worker_command::worker_command;
 use super::worker_env::env_names;
-use crate::integrations::github::Repo;
+use crate::ground::repo::Repo;
 
 use super::{AnalyzerSettings, AsanaSettings, GithubSettings, ProfileError, WorkerEnv};
 

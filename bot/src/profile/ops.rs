@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use serde::Deserialize;
 
 use super::ProfileError;
-use super::validate::Origins;
+use super::field::Origins;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

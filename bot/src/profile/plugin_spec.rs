@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::field::BUILTIN_PLUGINS;
 use super::raw::RawPlugin;
-use super::validate::BUILTIN_PLUGINS;
 use super::{PluginLimits, PluginSource, PluginSpec};
 
 pub(super) fn plugin_spec(raw: RawPlugin) -> Result<PluginSpec, String> {

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use super::ProfileError;
-use super::validate::Origins;
+use super::field::Origins;
 
 /// The most PostgreSQL connections a process of either role opens by
 /// default (its change listener's `LISTEN` connection comes on top).

@@ -3,7 +3,7 @@
 //! run's checkout) and which checks must be green (the profile's, with the
 //! required checks of `[github]`).
 
-use super::validate::Origins;
+use super::field::Origins;
 use super::{ProfileError, ReviewSettings};
 
 /// The checks a review names when the profile names none: the seed's

@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use super::validate::Origins;
+use super::field::Origins;
 use super::{ProfileError, WorkerKind};
 
 /// The model API Claude Code talks to unless the worker's environment names another.

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::field::BUILTIN_PLUGINS;
+use super::field::{Origins, duration, unix_user};
 use super::locate::BuiltIn;
 use super::raw::{RawDecisions, RawProfile, RawRunner, RawUserRef};
 pub use super::worker_command::worker_command;
@@ -14,16 +16,11 @@ use super::{
     WorkerEnv, ZulipSettings, default_data_dir,
 };
 
-/// The plugins compiled into the binary.
-pub const BUILTIN_PLUGINS: &[&str] = &["default-approval", "default-filter"];
-
 const DEFAULT_LATE_COMMAND_AGE: Duration = Duration::from_secs(24 * 60 * 60);
 const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(2);
 const MAX_TOPIC_CHARS: usize = 60;
 const DEFAULT_SHELL_WAIT: Duration = Duration::from_secs(60);
 
-/// What a worker command may hold besides plain words.
-pub const WORKER_PLACEHOLDERS: &[&str] = &["prompt", "workdir", "run", "task", "attempt"];
 /// The prompt kinds, as `[runner.kinds.<kind>]` names them.
 pub const PROMPT_KINDS: &[&str] = &[
     "investigation",
@@ -35,51 +32,6 @@ pub const PROMPT_KINDS: &[&str] = &[
 /// The actions the hook table may map a command to (`read` needs no request).
 const HOOK_ACTIONS_HINT: &str =
     "the action of the request it becomes, such as run_command (or read, which asks nothing)";
-
-/// Names the origin of a key: the environment variable that overrode it, or the file.
-pub(super) struct Origins<'a> {
-    file: String,
-    pub(super) env: &'a BTreeMap<String, String>,
-}
-
-impl Origins<'_> {
-    fn of(&self, key: &str) -> String {
-        let var = format!(
-            "{}{}",
-            super::ENV_PREFIX,
-            key.replace('.', "__").to_uppercase()
-        );
-        if self.env.contains_key(&var) {
-            format!("{var} (environment)")
-        } else {
-            self.file.clone()
-        }
-    }
-
-    pub(super) fn error(
-        &self,
-        key: &str,
-        index: Option<usize>,
-        message: impl Into<String>,
-    ) -> ProfileError {
-        let shown = match index {
-            Some(i) => format!("{key}[{i}]"),
-            None => key.to_string(),
-        };
-        ProfileError::new(self.of(key), Some(shown), message)
-    }
-
-    /// Relative paths from the file resolve against its directory; from the
-    /// environment, against the working directory.
-    pub(super) fn resolve(&self, key: &str, base: &Path, value: &str) -> PathBuf {
-        let path = Path::new(value);
-        if path.is_absolute() || self.of(key) != self.file {
-            path.to_path_buf()
-        } else {
-            base.join(path)
-        }
-    }
-}
 
 /// `builtin`: the profile is built in (`path` is where its file would be,
 /// what its relative paths resolve against).
@@ -713,32 +665,5 @@ fn with_default_owner(config_json: &str, owner: &str) -> String {
             serde_json::Value::Object(map).to_string()
         }
         _ => config_json.to_string(),
-    }
-}
-
-/// A Unix user name, if set.
-pub(super) fn unix_user(
-    key: &str,
-    value: Option<&str>,
-    origins: &Origins<'_>,
-) -> Result<Option<String>, ProfileError> {
-    match value.map(str::trim) {
-        None | Some("") => Ok(None),
-        Some(user)
-            if user
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) =>
-        {
-            Ok(Some(user.to_string()))
-        }
-        Some(user) => Err(origins.error(key, None, format!("{user:?} is not a Unix user name"))),
-    }
-}
-
-pub(super) fn duration(value: Option<&str>, default: Duration) -> Result<Duration, String> {
-    match value {
-        None => Ok(default),
-        Some(text) => humantime::parse_duration(text.trim())
-            .map_err(|e| format!("{text:?} is not a duration like \"90s\" or \"24h\" ({e})")),
     }
 }

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::validate::WORKER_PLACEHOLDERS;
+use super::field::WORKER_PLACEHOLDERS;
 use super::{WorkerCommand, WorkerKind};
 
 /// Parses a worker command template.

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use secrecy::{ExposeSecret as _, SecretString};
 
-use super::validate::Origins;
+use super::field::Origins;
 use super::{ProfileError, WorkerKind};
 
 /// Variables every child keeps from Eagle's environment, if set.

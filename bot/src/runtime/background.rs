@@ -301,7 +301,7 @@ mod tests {
     }
 
     async fn memory_store() -> Store {
-        let url = crate::profile::DatabaseUrl::new("sqlite::memory:");
+        let url = crate::ground::database_url::DatabaseUrl::new("sqlite::memory:");
         Store::open(&url).await.expect("an in-memory store")
     }
 

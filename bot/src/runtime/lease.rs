@@ -141,7 +141,7 @@ impl Lease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::DatabaseUrl;
+    use crate::ground::database_url::DatabaseUrl;
 
     const TTL: Duration = Duration::from_secs(30);
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use super::{AskError, EXIT_APPROVED, EXIT_DENIED, EXIT_STOP, EXIT_UNREACHABLE, ask, request_key};
-use crate::executor::runner::wire::{Answer, Ask, ENV_RUN, Status};
+use crate::ground::wire::{Answer, Ask, ENV_RUN, Status};
 use crate::policy::effect::{CARRIED, Effect, usage};
 
 /// `eagle request <action> <details…>`: the effects in their new forms; any

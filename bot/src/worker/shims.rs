@@ -20,15 +20,8 @@ use std::process::ExitCode;
 
 use super::asks::{Flags, ask_effect, read_text, report, resolve_commit};
 use super::{EXIT_APPROVED, EXIT_UNREACHABLE};
-use crate::executor::runner::wire::Status;
+use crate::ground::wire::{GH, REMOTE_HELPER, Status};
 use crate::policy::effect::Effect;
-
-/// The name of the remote helper's link.
-pub const REMOTE_HELPER: &str = "git-remote-eagle";
-/// The name of the gh shim's link.
-pub const GH: &str = "gh";
-/// What the checkout's push URL is set to.
-pub const PUSH_URL: &str = "eagle::origin";
 
 /// Runs the shim `argv[0]` names, if it names one.
 pub fn dispatch(argv: &[OsString], env: &BTreeMap<String, String>) -> Option<ExitCode> {

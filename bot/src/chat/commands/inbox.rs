@@ -4,6 +4,7 @@
 //! `!queue` with a title captures a task into the inbox, as a mention of
 //! the bot does.
 
+use super::MAX_TITLE_CHARS;
 use super::parse::id;
 use super::status;
 use super::{
@@ -12,9 +13,6 @@ use super::{
 };
 use crate::chat::message::{InboundMessage, Place};
 use crate::store::{NewAuditEntry, NewTask, Origin, StoreError, Tx};
-
-/// Longest task title kept as a title; longer text moves to the description.
-pub(super) const MAX_TITLE_CHARS: usize = 200;
 
 /// `!help [command]`: the command list, or one command explained.
 #[derive(Debug, Clone, PartialEq, Eq)]

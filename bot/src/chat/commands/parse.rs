@@ -311,8 +311,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chat::commands::MAX_TITLE_CHARS;
     use crate::chat::commands::Queue;
-    use crate::chat::commands::inbox::MAX_TITLE_CHARS;
 
     fn bot() -> BotNames {
         BotNames {

@@ -9,9 +9,9 @@
 
 use std::time::Duration;
 
-use super::socket::SocketCtx;
-use super::wire::{Answer, Status};
+use super::attempt::SocketCtx;
 use crate::executor::carrier::push::{PushPlan, Pushed, mirror_path, push};
+use crate::ground::wire::{Answer, Status};
 use crate::policy::effect::{Carried, Effect};
 use crate::store::{Request, RequestStatus, StoreError};
 
@@ -233,7 +233,7 @@ pub(super) fn put_shims_first(
     eagle_dir: &std::path::Path,
     exe: &std::path::Path,
 ) -> std::io::Result<()> {
-    use crate::worker::shims::{GH, REMOTE_HELPER};
+    use crate::ground::wire::{GH, REMOTE_HELPER};
     let bin = eagle_dir.join("bin");
     std::fs::create_dir_all(&bin)?;
     crate::ground::host::chmod(&bin, 0o755)?;

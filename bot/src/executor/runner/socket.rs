@@ -7,22 +7,20 @@
 //! run's topic in the same transaction; the answer is whatever Eagle (or a
 //! human) records, read back from the database.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
+use super::attempt::SocketCtx;
 use super::hook::{self, HookInput, HookVerdict};
-use super::wire::{Answer, Ask, MAX_LINE, Status, valid_action};
-use crate::store::{
-    Fence, NewRequest, Request, RequestStatus, RequestVia, StoreError, body_refusal,
-};
+use crate::ground::wire::{Answer, Ask, MAX_LINE, Status, valid_action};
+use crate::store::{NewRequest, Request, RequestStatus, RequestVia, StoreError, body_refusal};
 
 /// How long a worker has to send its question once connected.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,25 +29,6 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// With [`MAX_LINE`] per question, what a worker can make the runner hold
 /// is bounded.
 pub(super) const MAX_CONNECTIONS: usize = 32;
-
-/// What the socket of one attempt knows.
-#[derive(Debug)]
-pub(super) struct SocketCtx {
-    pub shared: Arc<Shared>,
-    pub fence: Fence,
-    pub token_sha256: String,
-    pub workdir: PathBuf,
-    /// The task is private: posts carry ids and states only.
-    pub private: bool,
-    /// Set with the reason when the worker must stop (held, cancelled).
-    pub stop: watch::Receiver<Option<String>>,
-    /// Requests recorded this attempt (all channels), for the flood cap.
-    pub requests: Arc<AtomicUsize>,
-    /// Asks the supervisor to record what the worker wrote so far (and
-    /// answers when it has): what the worker printed before it asked is
-    /// posted before its request.
-    pub flush: tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
-}
 
 /// Binds the socket at `path`, replacing a stale file, private to the worker's user.
 pub(super) fn bind(path: &Path, shared: &Shared) -> std::io::Result<UnixListener> {

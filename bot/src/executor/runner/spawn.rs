@@ -22,9 +22,9 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use super::wire::{ENV_RUN, ENV_SOCKET, ENV_TOKEN};
 use super::{PromptKind, Shared};
 use crate::ground::host::{self, UnixUser};
+use crate::ground::wire::{ENV_RUN, ENV_SOCKET, ENV_TOKEN};
 use crate::profile::WorkerKind;
 use crate::store::{Run, Task};
 

@@ -29,6 +29,9 @@ use crate::ground::host;
 use crate::profile::{KindLimits, WorkerKind};
 use crate::store::{Claim, Fence, Run, StoreError, Task};
 
+/// Between SIGTERM and SIGKILL when a worker is killed.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+
 /// The socket records the requests it is sent the way the log's are.
 pub(super) use record::record_request;
 
@@ -71,7 +74,7 @@ pub(super) async fn adopt(
         // worker may have started unrecorded. Any process of this run is
         // ended before the run goes back to the queue.
         let dir = super::spawn::RunDir::of(shared, run.id).base;
-        for pgid in host::groups_with_env(super::wire::ENV_RUN, &run.id.to_string(), &dir) {
+        for pgid in host::groups_with_env(crate::ground::wire::ENV_RUN, &run.id.to_string(), &dir) {
             tracing::warn!(run = run.id, pgid, "ending an unrecorded worker of the run");
             let _ = host::signal_group(pgid, libc::SIGKILL);
         }

@@ -199,6 +199,12 @@ fn quoted(message: &str) -> Option<String> {
     (!inside.is_empty()).then(|| inside.to_owned())
 }
 
+impl From<crate::ground::repo::InvalidRepo> for Error {
+    fn from(e: crate::ground::repo::InvalidRepo) -> Error {
+        Error::InvalidInput(e.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

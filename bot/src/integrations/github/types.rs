@@ -6,95 +6,9 @@
 //! Field names and values follow the REST description `2022-11-28`
 //! (`shared/github/NOTES.md` §2).
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
-use crate::integrations::github::Error;
-
-/// A repository, `owner/name`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Repo {
-    owner: String,
-    name: String,
-}
-
-impl Repo {
-    /// A repository from its owner and name: letters, digits, `-`, `_`
-    /// and `.` only (what GitHub allows), so that no path can be smuggled in.
-    pub fn new(owner: &str, name: &str) -> Result<Repo, Error> {
-        let valid = |s: &str| {
-            !s.is_empty()
-                && s != "."
-                && s != ".."
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        };
-        if !valid(owner) || !valid(name) {
-            return Err(Error::InvalidInput(format!(
-                "{owner:?}/{name:?} is not a repository name (owner/name)"
-            )));
-        }
-        Ok(Repo {
-            owner: owner.to_owned(),
-            name: name.to_owned(),
-        })
-    }
-
-    /// The owner (user or organisation).
-    pub fn owner(&self) -> &str {
-        &self.owner
-    }
-
-    /// The repository's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Whether `text` names this repository (`owner/name`; GitHub's names
-    /// are not case-sensitive).
-    pub fn is_named(&self, text: &str) -> bool {
-        text.split_once('/').is_some_and(|(owner, name)| {
-            owner.eq_ignore_ascii_case(&self.owner) && name.eq_ignore_ascii_case(&self.name)
-        })
-    }
-}
-
-impl FromStr for Repo {
-    type Err = Error;
-
-    /// Parses `owner/name`.
-    fn from_str(s: &str) -> Result<Repo, Error> {
-        match s.split_once('/') {
-            Some((owner, name)) => Repo::new(owner, name),
-            None => Err(Error::InvalidInput(format!(
-                "{s:?} is not a repository name (owner/name)"
-            ))),
-        }
-    }
-}
-
-impl TryFrom<String> for Repo {
-    type Error = Error;
-
-    fn try_from(s: String) -> Result<Repo, Error> {
-        s.parse()
-    }
-}
-
-impl From<Repo> for String {
-    fn from(repo: Repo) -> String {
-        repo.to_string()
-    }
-}
-
-impl fmt::Display for Repo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.owner, self.name)
-    }
-}
+pub use crate::ground::repo::{InvalidRepo, Repo};
 
 /// `open` or `closed` (a merged PR is closed, with `merged` set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,11 +9,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::KILL_GRACE;
 use super::judge::wait_for_exit;
 use super::{Ending, Worker};
 use crate::confine::egress;
 use crate::executor::runner::LEASE;
-use crate::executor::runner::socket::{self, SocketCtx};
+use crate::executor::runner::attempt::SocketCtx;
+use crate::executor::runner::socket;
 use crate::executor::runner::spawn::{RunDir, egress_socket_path};
 use crate::ground::host;
 use crate::store::{Control, RunState, StoreError};
@@ -24,8 +26,6 @@ const TICK: Duration = Duration::from_millis(200);
 /// recorded): a worker that writes faster is read on at the next tick,
 /// never held whole in memory.
 pub(super) const MAX_UNPROCESSED_BYTES: usize = 8 << 20;
-/// Between SIGTERM and SIGKILL when a worker is killed.
-pub(super) const KILL_GRACE: Duration = Duration::from_secs(5);
 
 impl Worker {
     /// The run's topic in the executor channel.

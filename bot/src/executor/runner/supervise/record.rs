@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::time::Instant;
 
-use super::follow::KILL_GRACE;
+use super::KILL_GRACE;
 use super::{Ending, Worker};
 use crate::executor::runner::Shared;
 use crate::executor::runner::output::{Event, events};

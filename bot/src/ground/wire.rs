@@ -4,6 +4,14 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The name of the remote helper's link among the shims the runner puts
+/// first on a worker's `PATH` (the worker side answers to it).
+pub const REMOTE_HELPER: &str = "git-remote-eagle";
+/// The name of the gh shim's link.
+pub const GH: &str = "gh";
+/// What the checkout's push URL is set to.
+pub const PUSH_URL: &str = "eagle::origin";
+
 /// The run's socket path.
 pub const ENV_SOCKET: &str = "EAGLE_RUN_SOCKET";
 /// The per-attempt token (a secret; the runner keeps only its hash).
@@ -50,7 +58,7 @@ pub struct Answer {
     /// What Eagle carried out for an approved effect (the pushed sha, the
     /// PR's number and address, the comment's address).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<crate::policy::effect::Carried>,
+    pub outcome: Option<Carried>,
 }
 
 /// How a question was answered.
@@ -89,4 +97,25 @@ pub fn valid_action(action: &str) -> bool {
         && action
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// What the worker learns when Eagle has carried an effect out (the
+/// answer's `outcome`, and the `carried_result` kept with the request).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Carried {
+    /// The commit now on the branch (a push), or merged at (a merge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha: Option<String>,
+    /// The branch pushed to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The PR's number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_number: Option<u64>,
+    /// The PR's or the comment's web address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Whether the PR opened (or found open) is a draft.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<bool>,
 }
