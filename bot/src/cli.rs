@@ -139,12 +139,17 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff), or write one page per subcommand.
+    /// Print the manual page (roff), or write one page per subcommand; or
+    /// the chat commands' reference.
     Man {
         /// Write `eagle.1` and `eagle-<subcommand>.1` into this directory
         /// instead of printing `eagle.1`.
-        #[arg(long, value_name = "DIR")]
+        #[arg(long, value_name = "DIR", conflicts_with = "chat")]
         out: Option<PathBuf>,
+        /// Print the chat commands' reference in Markdown instead
+        /// (`docs/commands.md`, from the same definitions as `!help`).
+        #[arg(long)]
+        chat: bool,
     },
     /// Run Eagle as a systemd service, one instance per profile.
     #[command(subcommand)]
@@ -449,7 +454,8 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
         // Files for people and for systemd: the usual umask, no profile.
         return match cli.command {
             Command::Completions { shell } => docs::completions(shell),
-            Command::Man { out } => docs::man(out.as_deref()),
+            Command::Man { chat: true, .. } => docs::chat_commands(),
+            Command::Man { out, .. } => docs::man(out.as_deref()),
             Command::Service(ServiceCommand::Install(args)) => {
                 service::install(&args, cli.profiles_dir.as_deref(), &process)
             }
@@ -553,7 +559,7 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
             spawn_signal_handler(shutdown.clone())?;
             let profile = load(dir, &profile.profile, env)?;
             // Everything is validated before anything starts.
-            let creds = profile.zulip_credentials(env)?;
+            let creds = crate::transport::zulip::zuliprc::credentials(&profile, env)?;
             if profile.role == crate::profile::Role::Executor
                 && profile.runner.worker_command.is_none()
             {

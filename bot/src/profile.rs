@@ -25,7 +25,6 @@ mod tests;
 mod validate;
 mod worker_command;
 mod worker_env;
-pub mod zuliprc;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -41,7 +40,6 @@ pub use pool::{DEFAULT_MAX_CONNECTIONS, StoreSettings};
 pub use raw::{ENV_PREFIX, RESERVED_ENV};
 pub use sandbox::{HostPattern, SandboxMode, SandboxSettings};
 pub use worker_env::WorkerEnv;
-pub use zuliprc::{Tls, ZulipCredentials};
 
 /// The environment variable that overrides the profiles directory.
 pub const PROFILES_DIR_ENV: &str = "EAGLE_PROFILES_DIR";
@@ -544,14 +542,6 @@ impl Profile {
     /// Whether the user with this id and email may use approver commands.
     pub fn is_approver(&self, id: u64, email: &str) -> bool {
         self.approvers.iter().any(|who| who.matches(id, email))
-    }
-
-    /// Reads the Zulip credentials (zuliprc plus `ZULIP_*` overrides).
-    pub fn zulip_credentials(
-        &self,
-        env: &BTreeMap<String, String>,
-    ) -> Result<ZulipCredentials, ProfileError> {
-        zuliprc::load(&self.zuliprc, env)
     }
 }
 

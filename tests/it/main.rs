@@ -33,6 +33,7 @@ mod asana;
 mod care;
 mod claude;
 mod cli;
+mod docs;
 mod effects;
 mod egress;
 mod executor;

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use crate::profile::{Profile, ZulipCredentials};
+use crate::profile::Profile;
+use crate::transport::zulip::zuliprc::ZulipCredentials;
 
 pub(super) async fn check(
     profile: &Profile,
@@ -48,7 +49,7 @@ pub(super) async fn check(
         local_ok &= severity != Severity::Fail;
         println!("{label}  {text}");
     }
-    let creds = profile.zulip_credentials(env)?;
+    let creds = crate::transport::zulip::zuliprc::credentials(profile, env)?;
     println!(
         "ok    zuliprc {}: {} at {}",
         creds.source, creds.email, creds.site

@@ -1,7 +1,9 @@
 //! `eagle completions <shell>` and `eagle man [--out DIR]`: the shell
 //! completions and the manual pages, generated from the clap definitions
-//! themselves, so that they never disagree with `--help`. Neither reads a
-//! profile nor opens a database.
+//! themselves, so that they never disagree with `--help`; and `eagle man
+//! --chat`, the chat commands' reference (`docs/commands.md`), generated from
+//! the command definitions `!help` reads. None reads a profile or opens a
+//! database.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use anyhow::Context as _;
 use clap::CommandFactory as _;
 
 use super::Cli;
+use crate::chat::commands::{Access, SPECS};
 
 /// Prints the completion script for `shell`.
 pub(super) fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
@@ -73,4 +76,69 @@ fn write_pages(
         write_pages(sub, dir, written)?;
     }
     Ok(())
+}
+
+/// Prints the chat commands' reference, in Markdown.
+pub(super) fn chat_commands() -> anyhow::Result<ExitCode> {
+    std::io::stdout()
+        .lock()
+        .write_all(chat_reference().as_bytes())
+        .context("cannot write the chat commands' reference")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The chat commands' reference: every command's usage, summary, details
+/// and who may use it, in the order `!help` lists them. `docs/commands.md`
+/// is this text, and a test holds it so.
+fn chat_reference() -> String {
+    let mut out = String::from(
+        "# Chat commands\n\n\
+         <!-- Generated from the command definitions (bot/src/chat/commands), the ones `!help` \
+         reads. Do not edit: `cargo run -q -- man --chat > docs/commands.md` writes it. -->\n\n\
+         People give Eagle commands in chat: on Zulip in any topic Eagle listens in, or in \
+         `eagle shell`. A command is a line that starts with `!`, also right after an \
+         @-mention of Eagle, outside code fences and quotes; one message may hold several \
+         (at most `[chat] max_commands`, 10 by default). `!help` lists the commands and \
+         `!help <command>` explains one. Commands marked *approvers* change what runs: only \
+         the people in the profile's `approvers` may use them, and never a bot. In \
+         `eagle shell` with no approvers configured, the local user is the owner and an \
+         approver.\n\n\
+         | Command | What it does | Who |\n|---|---|---|\n",
+    );
+    for spec in SPECS {
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            spec.usage().replace('|', "\\|"),
+            spec.summary.replace('|', "\\|"),
+            who(spec.access)
+        ));
+    }
+    for spec in SPECS {
+        out.push_str(&format!(
+            "\n## `{}`\n\n{}.\n\n{}\n\n{}\n",
+            spec.usage(),
+            capitalised(spec.summary),
+            spec.details,
+            match spec.access {
+                Access::Anyone => "Anyone may use it.",
+                Access::Approvers => "Only the profile's approvers may use it.",
+            }
+        ));
+    }
+    out
+}
+
+fn who(access: Access) -> &'static str {
+    match access {
+        Access::Anyone => "anyone",
+        Access::Approvers => "*approvers*",
+    }
+}
+
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().collect::<String>() + chars.as_str())
+        .unwrap_or_default()
 }

@@ -77,7 +77,7 @@ pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String
     );
     let _ = writeln!(out, "role:          {}", profile.role.as_str());
     let _ = writeln!(out, "display name:  {}", profile.display_name);
-    let zulip = match profile.zulip_credentials(env) {
+    let zulip = match crate::transport::zulip::zuliprc::credentials(profile, env) {
         Ok(creds) => format!(
             "{} as {} (API key: present; from {})",
             creds.site, creds.email, creds.source

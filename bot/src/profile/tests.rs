@@ -5,8 +5,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use secrecy::ExposeSecret;
-
 use super::*;
 
 const MINIMAL: &str = r#"
@@ -157,17 +155,6 @@ fn environment_overrides_scalars_lists_and_nested_keys() {
     ] {
         let shown = DatabaseUrl::new(url).redacted();
         assert!(!shown.contains("ret"), "{url} → {shown}");
-    }
-    // A Zulip site with credentials in it is refused, without showing them.
-    for site in [
-        "https://bob:hunter2@chat.example.com",
-        "https://bob:hun ter2@chat",
-    ] {
-        let error = zuliprc::normalize_site(site).unwrap_err();
-        assert!(
-            !error.contains("hunter2") && !error.contains("hun ter2"),
-            "{error}"
-        );
     }
     // An empty list override empties the list.
     let profile = dir.load("p", &[("EAGLE_APPROVERS", "")]).unwrap();
@@ -389,137 +376,6 @@ fn structural_errors_name_the_file() {
         ),
         "{got}"
     );
-}
-
-#[test]
-fn zuliprc_is_read_and_overridden_by_zulip_variables() {
-    let dir = Dir::new();
-    dir.write("p.toml", MINIMAL).write(
-        "p.zuliprc",
-        "[api]\nemail=eagle-bot@example.com\nkey= abcdefghijklmnop \nsite=chat.example.com/\n",
-    );
-    let profile = dir.load("p", &[]).unwrap();
-    let creds = profile.zulip_credentials(&env_of(&[])).unwrap();
-    assert_eq!(creds.email, "eagle-bot@example.com");
-    assert_eq!(creds.api_key.expose_secret(), "abcdefghijklmnop");
-    assert_eq!(creds.site.as_str(), "https://chat.example.com/");
-    assert_eq!(
-        creds.api_base().as_str(),
-        "https://chat.example.com/api/v1/"
-    );
-    assert!(!creds.tls.insecure);
-    assert!(!format!("{creds:?}").contains("abcdefghijklmnop"));
-
-    let env = env_of(&[
-        ("ZULIP_SITE", "localhost:9991"),
-        ("ZULIP_API_KEY", "fromenvironment"),
-        ("ZULIP_ALLOW_INSECURE", "TRUE"),
-    ]);
-    let creds = profile.zulip_credentials(&env).unwrap();
-    assert_eq!(creds.site.as_str(), "http://localhost:9991/");
-    assert_eq!(creds.api_key.expose_secret(), "fromenvironment");
-    assert_eq!(creds.email, "eagle-bot@example.com");
-    assert!(creds.tls.insecure);
-
-    // ZULIP_CONFIG points elsewhere.
-    dir.write(
-        "other.rc",
-        "[api]\nemail=other@example.com\nkey=k\nsite=https://z.example.com\n",
-    );
-    let other = dir.path().join("other.rc").display().to_string();
-    let creds = profile
-        .zulip_credentials(&env_of(&[("ZULIP_CONFIG", &other)]))
-        .unwrap();
-    assert_eq!(creds.email, "other@example.com");
-
-    // Everything from the environment, no file at all.
-    dir.write("q.toml", MINIMAL);
-    let q = dir.load("q", &[]).unwrap();
-    let creds = q
-        .zulip_credentials(&env_of(&[
-            ("ZULIP_EMAIL", "e@example.com"),
-            ("ZULIP_API_KEY", "k"),
-            ("ZULIP_SITE", "https://z.example.com"),
-        ]))
-        .unwrap();
-    assert_eq!(creds.email, "e@example.com");
-}
-
-#[test]
-fn zuliprc_tls_keys_resolve_against_the_file() {
-    let dir = Dir::new();
-    dir.write("p.toml", MINIMAL)
-        .write("ca.pem", "x")
-        .write("cert.pem", "x")
-        .write("key.pem", "x")
-        .write(
-            "p.zuliprc",
-            "[api]\nemail=a@example.com\nkey=k\nsite=https://z.example.com\n\
-             client_bundle=ca.pem\nclient_cert=cert.pem\nclient_cert_key=key.pem\ninsecure=false\n",
-        );
-    let creds = dir
-        .load("p", &[])
-        .unwrap()
-        .zulip_credentials(&env_of(&[]))
-        .unwrap();
-    assert_eq!(creds.tls.ca_bundle, Some(dir.path().join("ca.pem")));
-    assert_eq!(creds.tls.client_cert, Some(dir.path().join("cert.pem")));
-    assert_eq!(creds.tls.client_cert_key, Some(dir.path().join("key.pem")));
-}
-
-#[test]
-fn bad_zuliprc_values_are_named() {
-    let dir = Dir::new();
-    dir.write("p.toml", MINIMAL);
-    let profile = dir.load("p", &[]).unwrap();
-    let rc = dir.path().join("p.zuliprc").display().to_string();
-    let cases: &[(&str, String)] = &[
-        (
-            "",
-            format!(
-                "{rc}: [api] email: missing: the zuliprc file does not exist and ZULIP_EMAIL is not set"
-            ),
-        ),
-        (
-            "[api]\nemail=a@example.com\nsite=https://z.example.com\n",
-            format!("{rc}: [api] key: missing (set it in [api] or with ZULIP_API_KEY)"),
-        ),
-        (
-            "[api]\nemail=nobody\nkey=k\nsite=https://z.example.com\n",
-            format!("{rc}: [api] email: \"nobody\" is not an email address"),
-        ),
-        (
-            "[api]\nemail=a@example.com\nkey=k\nsite=ftp://z.example.com\n",
-            format!("{rc}: [api] site: \"ftp://z.example.com\" is not an http or https URL"),
-        ),
-        (
-            "[api]\nemail=a@example.com\nkey=k\nsite=https://z.example.com\ninsecure=maybe\n",
-            format!("{rc}: [api] insecure: \"maybe\" is not true or false"),
-        ),
-        (
-            "[api]\nemail=a@example.com\nkey=k\nsite=https://z.example.com\ncert_bundle=nope.pem\n",
-            format!(
-                "{rc}: [api] cert_bundle: {} does not exist",
-                dir.path().join("nope.pem").display()
-            ),
-        ),
-        (
-            "[other]\nemail=a@example.com\n",
-            format!("{rc}: has no [api] section with email, key and site"),
-        ),
-    ];
-    for (text, want) in cases {
-        if text.is_empty() {
-            let _ = std::fs::remove_file(dir.path().join("p.zuliprc"));
-        } else {
-            dir.write("p.zuliprc", text);
-        }
-        let got = profile
-            .zulip_credentials(&env_of(&[]))
-            .expect_err(text)
-            .to_string();
-        assert_eq!(&got, want, "for zuliprc:\n{text}");
-    }
 }
 
 #[test]

@@ -16,6 +16,7 @@ mod listener;
 pub mod pacer;
 mod sender;
 pub mod types;
+pub mod zuliprc;
 
 use std::time::Duration;
 

@@ -14,8 +14,9 @@ use super::client::Client;
 use super::listener::{Fatal, Listener, role_listens};
 use super::sender::OutboxSender;
 use crate::daemon::{Daemon, Transport, Voice};
-use crate::profile::{Profile, Role, ZulipCredentials};
+use crate::profile::{Profile, Role};
 use crate::runtime::posts::{People, Poster};
+use crate::transport::zulip::zuliprc::ZulipCredentials;
 
 /// What a refusal that retrying cannot fix means, for the person reading it.
 pub fn unauthorized(profile: &Profile, creds: &ZulipCredentials, error: &Error) -> anyhow::Error {

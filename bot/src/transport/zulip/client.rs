@@ -19,8 +19,8 @@ use super::types::{
     Anchor, Event, EventsEnvelope, MessagesPage, NarrowTerm, Registration, Sent, Subscription,
     SubscriptionsEnvelope, User, UserEnvelope,
 };
-use crate::profile::ZulipCredentials;
 use crate::store::Destination;
+use crate::transport::zulip::zuliprc::ZulipCredentials;
 
 /// Timeout of an ordinary request. The outbox lease outlives it, so a send
 /// in flight is over before another instance may take over.

@@ -13,7 +13,7 @@ use config::{Config, File, FileFormat};
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
-use super::ProfileError;
+use crate::profile::{Profile, ProfileError};
 
 /// TLS settings for the connection to the Zulip server.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -225,4 +225,180 @@ pub fn normalize_site(site: &str) -> Result<Url, String> {
         ));
     }
     Ok(url)
+}
+
+/// The Zulip credentials of `profile`: its zuliprc, with `ZULIP_*`
+/// overrides from `env`.
+pub fn credentials(
+    profile: &Profile,
+    env: &BTreeMap<String, String>,
+) -> Result<ZulipCredentials, ProfileError> {
+    load(&profile.zuliprc, env)
+}
+
+#[cfg(test)]
+mod tests {
+    use secrecy::ExposeSecret;
+
+    use super::*;
+
+    struct Dir(tempfile::TempDir);
+
+    impl Dir {
+        fn new() -> Self {
+            Dir(tempfile::tempdir().expect("tempdir"))
+        }
+        fn path(&self) -> &Path {
+            self.0.path()
+        }
+        fn write(&self, name: &str, text: &str) -> &Self {
+            std::fs::write(self.path().join(name), text).expect("write");
+            self
+        }
+        /// Where the profile `name` keeps its zuliprc.
+        fn rc(&self, name: &str) -> std::path::PathBuf {
+            self.path().join(format!("{name}.zuliprc"))
+        }
+    }
+
+    fn env_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_site_with_credentials_in_it_is_refused_without_showing_them() {
+        for site in [
+            "https://bob:hunter2@chat.example.com",
+            "https://bob:hun ter2@chat",
+        ] {
+            let error = normalize_site(site).unwrap_err();
+            assert!(
+                !error.contains("hunter2") && !error.contains("hun ter2"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn zuliprc_is_read_and_overridden_by_zulip_variables() {
+        let dir = Dir::new();
+        dir.write(
+            "p.zuliprc",
+            "[api]\nemail=eagle-bot@example.com\nkey= abcdefghijklmnop \nsite=chat.example.com/\n",
+        );
+        let creds = load(&dir.rc("p"), &env_of(&[])).unwrap();
+        assert_eq!(creds.email, "eagle-bot@example.com");
+        assert_eq!(creds.api_key.expose_secret(), "abcdefghijklmnop");
+        assert_eq!(creds.site.as_str(), "https://chat.example.com/");
+        assert_eq!(
+            creds.api_base().as_str(),
+            "https://chat.example.com/api/v1/"
+        );
+        assert!(!creds.tls.insecure);
+        assert!(!format!("{creds:?}").contains("abcdefghijklmnop"));
+
+        let env = env_of(&[
+            ("ZULIP_SITE", "localhost:9991"),
+            ("ZULIP_API_KEY", "fromenvironment"),
+            ("ZULIP_ALLOW_INSECURE", "TRUE"),
+        ]);
+        let creds = load(&dir.rc("p"), &env).unwrap();
+        assert_eq!(creds.site.as_str(), "http://localhost:9991/");
+        assert_eq!(creds.api_key.expose_secret(), "fromenvironment");
+        assert_eq!(creds.email, "eagle-bot@example.com");
+        assert!(creds.tls.insecure);
+
+        // ZULIP_CONFIG points elsewhere.
+        dir.write(
+            "other.rc",
+            "[api]\nemail=other@example.com\nkey=k\nsite=https://z.example.com\n",
+        );
+        let other = dir.path().join("other.rc").display().to_string();
+        let creds = load(&dir.rc("p"), &env_of(&[("ZULIP_CONFIG", &other)])).unwrap();
+        assert_eq!(creds.email, "other@example.com");
+
+        // Everything from the environment, no file at all.
+        let creds = load(
+            &dir.rc("q"),
+            &env_of(&[
+                ("ZULIP_EMAIL", "e@example.com"),
+                ("ZULIP_API_KEY", "k"),
+                ("ZULIP_SITE", "https://z.example.com"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(creds.email, "e@example.com");
+    }
+
+    #[test]
+    fn zuliprc_tls_keys_resolve_against_the_file() {
+        let dir = Dir::new();
+        dir.write("ca.pem", "x")
+            .write("cert.pem", "x")
+            .write("key.pem", "x")
+            .write(
+                "p.zuliprc",
+                "[api]\nemail=a@example.com\nkey=k\nsite=https://z.example.com\n\
+                 client_bundle=ca.pem\nclient_cert=cert.pem\nclient_cert_key=key.pem\ninsecure=false\n",
+            );
+        let creds = load(&dir.rc("p"), &env_of(&[])).unwrap();
+        assert_eq!(creds.tls.ca_bundle, Some(dir.path().join("ca.pem")));
+        assert_eq!(creds.tls.client_cert, Some(dir.path().join("cert.pem")));
+        assert_eq!(creds.tls.client_cert_key, Some(dir.path().join("key.pem")));
+    }
+
+    #[test]
+    fn bad_zuliprc_values_are_named() {
+        let dir = Dir::new();
+        let rc = dir.path().join("p.zuliprc").display().to_string();
+        let cases: &[(&str, String)] = &[
+            (
+                "",
+                format!(
+                    "{rc}: [api] email: missing: the zuliprc file does not exist and ZULIP_EMAIL is not set"
+                ),
+            ),
+            (
+                "[api]\nemail=a@example.com\nsite=https://z.example.com\n",
+                format!("{rc}: [api] key: missing (set it in [api] or with ZULIP_API_KEY)"),
+            ),
+            (
+                "[api]\nemail=nobody\nkey=k\nsite=https://z.example.com\n",
+                format!("{rc}: [api] email: \"nobody\" is not an email address"),
+            ),
+            (
+                "[api]\nemail=a@example.com\nkey=k\nsite=ftp://z.example.com\n",
+                format!("{rc}: [api] site: \"ftp://z.example.com\" is not an http or https URL"),
+            ),
+            (
+                "[api]\nemail=a@example.com\nkey=k\nsite=https://z.example.com\ninsecure=maybe\n",
+                format!("{rc}: [api] insecure: \"maybe\" is not true or false"),
+            ),
+            (
+                "[api]\nemail=a@example.com\nkey=k\nsite=https://z.example.com\ncert_bundle=nope.pem\n",
+                format!(
+                    "{rc}: [api] cert_bundle: {} does not exist",
+                    dir.path().join("nope.pem").display()
+                ),
+            ),
+            (
+                "[other]\nemail=a@example.com\n",
+                format!("{rc}: has no [api] section with email, key and site"),
+            ),
+        ];
+        for (text, want) in cases {
+            if text.is_empty() {
+                let _ = std::fs::remove_file(dir.path().join("p.zuliprc"));
+            } else {
+                dir.write("p.zuliprc", text);
+            }
+            let got = load(&dir.rc("p"), &env_of(&[]))
+                .expect_err(text)
+                .to_string();
+            assert_eq!(&got, want, "for zuliprc:\n{text}");
+        }
+    }
 }
