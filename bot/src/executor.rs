@@ -4,5 +4,6 @@
 //! credentials.
 
 pub mod carrier;
+pub mod child_env;
 pub mod pr_loop;
 pub mod runner;

@@ -232,9 +232,13 @@ impl AnalysisCommand {
     }
 
     fn environment(&self, home: &Path) -> BTreeMap<String, String> {
-        self.settings
-            .env
-            .child(&self.exe, home, None, self.command.kind)
+        crate::executor::child_env::child_env(
+            &self.settings.env,
+            &self.exe,
+            home,
+            None,
+            self.command.kind,
+        )
     }
 }
 

@@ -524,7 +524,13 @@ pub(super) fn environment(
         .map(|u| u.name.as_str())
         .or(worker_env.user.as_deref())
         .unwrap_or("worker");
-    let mut env = worker_env.child(&shared.exe, &dir.home, Some(user), shared.command.kind);
+    let mut env = crate::executor::child_env::child_env(
+        worker_env,
+        &shared.exe,
+        &dir.home,
+        Some(user),
+        shared.command.kind,
+    );
     env.insert(ENV_RUN.into(), run.to_string());
     env.insert(ENV_SOCKET.into(), socket.display().to_string());
     env.insert(ENV_TOKEN.into(), token.to_string());
