@@ -5,6 +5,7 @@
 pub mod backoff;
 pub mod database_url;
 pub mod host;
+pub mod host_pattern;
 pub mod metrics;
 pub mod protocol;
 pub mod repo;

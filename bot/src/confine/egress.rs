@@ -41,7 +41,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::ground::host::UnixUser;
-use crate::profile::HostPattern;
+use crate::ground::host_pattern::HostPattern;
 use crate::store::Store;
 use head::{HeadError, Host, Target};
 use refusals::Refusals;
