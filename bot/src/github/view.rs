@@ -19,6 +19,7 @@ use crate::github::ci::{CiState, summarize};
 use crate::github::client::GitHub;
 use crate::github::graphql::ReviewThreads;
 use crate::github::threads::{OpenThread, open_threads};
+use crate::github::trust::Trusted;
 use crate::github::types::{CheckRuns, CombinedStatus, PullRequest, Repo, WorkflowRuns};
 
 /// How PRs are polled.
@@ -29,14 +30,19 @@ pub struct PollSettings {
     pub required_checks: Vec<String>,
     /// Threads are read again after this long even if REST shows no change.
     pub threads_max_age: Duration,
+    /// Whose comments in review threads steer (writers, and the
+    /// profile's `github.trusted_logins`).
+    pub trusted: Trusted,
 }
 
 impl Default for PollSettings {
-    /// No required checks; threads re-read at least every 30 minutes.
+    /// No required checks; threads re-read at least every 30 minutes; only
+    /// writers trusted.
     fn default() -> Self {
         PollSettings {
             required_checks: Vec::new(),
             threads_max_age: Duration::from_secs(30 * 60),
+            trusted: Trusted::default(),
         }
     }
 }
@@ -129,7 +135,7 @@ impl GitHub {
         };
         let open = threads
             .as_ref()
-            .map(|t| open_threads(&t.threads, own.as_deref()));
+            .map(|t| open_threads(&t.threads, own.as_deref(), &settings.trusted));
         Ok(PullRequestView {
             repo: repo.clone(),
             pull,
