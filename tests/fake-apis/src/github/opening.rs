@@ -173,9 +173,15 @@ pub(crate) fn list(state: &mut State, ctx: &Ctx<'_>, repo: usize) -> Outcome {
             _ => true,
         })
         .filter(|pull| {
+            // `owner:branch` names the owner of the head's repository: a
+            // fork's PR is its owner's, not the repository's.
+            let head_owner = match &pull.head_repo {
+                Some(fork) => fork.split_once('/').map_or(fork.as_str(), |(o, _)| o),
+                None => r.owner.as_str(),
+            };
             head.as_deref().is_none_or(|h| match h.split_once(':') {
                 Some((owner, branch)) => {
-                    owner.eq_ignore_ascii_case(&r.owner) && branch == pull.head_ref
+                    owner.eq_ignore_ascii_case(head_owner) && branch == pull.head_ref
                 }
                 None => true,
             })

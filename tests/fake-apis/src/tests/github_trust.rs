@@ -41,6 +41,21 @@ async fn a_fork_pr_names_the_fork_as_its_heads_repository() {
     // fork's PR, and the fork's branch is not one of the repository's.
     fake.push_branch(REPO, "eagle/run-1", SHA);
     assert_eq!(fake.pr(REPO, fork_pr).head_sha, SHA2);
+    // Listed by `head=owner:branch`, it is its owner's, not the repository's.
+    let numbers = |owner: &str| {
+        let path = format!("/repos/acme/app/pulls?head={owner}:eagle/run-1&state=all");
+        let gh = &gh;
+        async move {
+            let list = gh.get(&path).await.body;
+            list.as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["number"].as_u64().unwrap())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(numbers("attacker").await, [fork_pr]);
+    assert!(numbers("acme").await.is_empty());
 
     let query = r#"query($n: Int!) { repository(owner: "acme", name: "app") {
         pullRequest(number: $n) { headRefName headRepository { nameWithOwner } } } }"#;
