@@ -344,6 +344,10 @@ pub struct GithubSettings {
     /// GitHub logins (lower-case) whose comments are not a human's: the
     /// workers' and Eagle's own accounts. Accounts of type Bot never count.
     pub bot_logins: Vec<String>,
+    /// Whose reviews and comments count (`github.trusted_logins`): people
+    /// with write access (`author_association` OWNER, MEMBER, COLLABORATOR)
+    /// and these logins; everyone else's are ignored.
+    pub trusted: crate::ground::repo::Trusted,
 }
 
 /// Asana intake (`[asana]`).

@@ -12,7 +12,7 @@ use fake_apis::{CheckRunSpec, FakeGitHub, PrSpec, RepoSpec};
 
 use crate::support::{Db, Home, TestDb, text};
 
-const REPO: &str = "acme/app";
+pub(crate) const REPO: &str = "acme/app";
 
 /// Runs git outside any repository's or user's configuration.
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -39,7 +39,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 /// The "GitHub" remote: a bare repository with `main` at a first commit,
 /// and a prepared fix (a child of it) under `refs/prepared/fix` for the
 /// worker to fetch. Returns the remote, main's sha and the fix's sha.
-fn remote(dir: &Path) -> (PathBuf, String, String) {
+pub(crate) fn remote(dir: &Path) -> (PathBuf, String, String) {
     let remote = dir.join("github.git");
     let scratch = dir.join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();
@@ -104,7 +104,7 @@ pub(crate) fn head_of(remote: &Path, branch: &str) -> Option<String> {
 
 /// A scratch directory the test's worker user (not root) can use too: the
 /// remote it clones and the notes it writes are there.
-fn shared_tempdir() -> tempfile::TempDir {
+pub(crate) fn shared_tempdir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     eagle::ground::host::chmod(dir.path(), 0o777).unwrap();
     dir
@@ -116,7 +116,7 @@ fn worker_command() -> String {
 }
 
 /// A home whose runs clone `remote` and run the effects worker, on `db`.
-fn home(db: &TestDb, remote: &Path) -> Home {
+pub(crate) fn home(db: &TestDb, remote: &Path) -> Home {
     let mut home = Home::new();
     home.set("EAGLE_DATABASE_URL", &db.url)
         .set("EAGLE_RUNNER__WORKER_COMMAND", &worker_command())
@@ -126,7 +126,7 @@ fn home(db: &TestDb, remote: &Path) -> Home {
 }
 
 /// The fake GitHub with `acme/app`, and the home pointed at it.
-async fn github(home: &mut Home) -> FakeGitHub {
+pub(crate) async fn github(home: &mut Home) -> FakeGitHub {
     let fake = FakeGitHub::start().await;
     let token = fake.create_token("eagle-bot");
     fake.add_repo(REPO, RepoSpec::default());
@@ -138,7 +138,7 @@ async fn github(home: &mut Home) -> FakeGitHub {
 }
 
 /// What the worker noted, one line each.
-fn notes(out: &Path) -> Vec<String> {
+pub(crate) fn notes(out: &Path) -> Vec<String> {
     std::fs::read_to_string(out)
         .unwrap_or_default()
         .lines()
@@ -153,14 +153,14 @@ fn note<'a>(notes: &'a [String], key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no note {key:?} in {notes:#?}"))
 }
 
-fn shell(home: &Home, input: &str) -> String {
+pub(crate) fn shell(home: &Home, input: &str) -> String {
     let out = home.run(&["shell"], input);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}\n{stdout}");
     stdout
 }
 
-async fn requests(store: &Store, action: &str) -> Vec<Request> {
+pub(crate) async fn requests(store: &Store, action: &str) -> Vec<Request> {
     store
         .requests_of_run(1)
         .await
@@ -413,7 +413,10 @@ async fn comment_posted_once(db: Db) {
 
 /// A run whose worker opened its PR and asked to merge it at its head:
 /// returns the home, the fake, the store, the merge request and the head.
-async fn asked_to_merge(dir: &Path, db: &TestDb) -> (Home, FakeGitHub, Store, Request, String) {
+pub(crate) async fn asked_to_merge(
+    dir: &Path,
+    db: &TestDb,
+) -> (Home, FakeGitHub, Store, Request, String) {
     let (remote, _, fix) = remote(dir);
     let mut home = home(db, &remote);
     let fake = github(&mut home).await;
@@ -429,7 +432,7 @@ async fn asked_to_merge(dir: &Path, db: &TestDb) -> (Home, FakeGitHub, Store, Re
     (home, fake, store, request, fix)
 }
 
-fn merges(fake: &FakeGitHub) -> usize {
+pub(crate) fn merges(fake: &FakeGitHub) -> usize {
     fake.requests()
         .into_iter()
         .filter(|r| r.method == "PUT" && r.path.ends_with("/merge"))

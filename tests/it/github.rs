@@ -338,7 +338,7 @@ async fn review_threads_open_resolved_acknowledged_and_by_deleted_users() {
 
     // The pure rule agrees with the view.
     let all = w.gh.review_threads(&w.repo, n).await.unwrap();
-    assert!(open_threads(&all.threads, Some("eagle-bot")).is_empty());
+    assert!(open_threads(&all.threads, Some("eagle-bot"), &Default::default()).is_empty());
     w.fake.assert_clean();
 }
 

@@ -55,4 +55,5 @@ mod sandbox;
 mod store;
 mod support;
 mod talk;
+mod trust;
 mod zulip;

@@ -263,6 +263,11 @@ impl Decider {
                      `github.ci_workflow` in the executor profile.",
                     id = run.id
                 ),
+                "carry_blocked" => format!(
+                    "{owner}run {id}: {what}. Nothing was done; once that is fixed, a new \
+                     request (the worker's, after `!retry {id}`) asks again.",
+                    id = run.id
+                ),
                 // Not a question: no mention.
                 "merge_expired" => format!("[EXPIRED: merge_pr] run:{} {what}", run.id),
                 "waits" => format!(

@@ -85,9 +85,16 @@ enum Outcome {
     Carried(String, Carried),
     /// Cannot be done: recorded and posted, never tried again.
     Refused(String),
+    /// Cannot be done, for a reason the run's owner must hear of (the
+    /// checks at an approved head failing or absent, GitHub's own refusal
+    /// of a merge): like `Refused`, and the owner is told, once.
+    Blocked(String),
     /// Not now (GitHub still computing mergeability, a transient error):
     /// tried again on a later sweep.
     Later(String),
+    /// Not now, for a reason the run's topic is told (what it waits for,
+    /// and until when), once for each thing it says: tried again later.
+    Waits(String),
 }
 
 impl BackgroundLoop for Carrier {
@@ -104,7 +111,15 @@ impl BackgroundLoop for Carrier {
 
     async fn tick(&mut self, tick: &mut Tick<'_>) -> anyhow::Result<Next> {
         self.sweep(tick).await?;
-        Ok(Next::After(PERIODIC))
+        // A request put off is tried again when its time comes, not only
+        // at the next change or period.
+        let now = tokio::time::Instant::now();
+        let next = self
+            .later
+            .values()
+            .map(|(at, _)| at.saturating_duration_since(now))
+            .fold(PERIODIC, Duration::min);
+        Ok(Next::After(next))
     }
 }
 
@@ -173,7 +188,7 @@ impl Carrier {
             };
             let found = Carried::default();
             let (text, done_with) = match &outcome {
-                Outcome::Later(why) => {
+                Outcome::Later(why) | Outcome::Waits(why) => {
                     let wait = self.try_later(request.id);
                     tracing::info!(
                         request = request.id,
@@ -181,13 +196,16 @@ impl Carrier {
                         wait_s = wait.as_secs(),
                         "an approved request waits to be carried out"
                     );
+                    if matches!(outcome, Outcome::Waits(_)) {
+                        self.say_it_waits(&request, &run, why).await?;
+                    }
                     continue;
                 }
                 Outcome::Done(text) => (text.as_str(), Some(&found)),
                 Outcome::Carried(text, carried) => (text.as_str(), Some(carried)),
-                Outcome::Refused(text) => (text.as_str(), None),
+                Outcome::Refused(text) | Outcome::Blocked(text) => (text.as_str(), None),
             };
-            let done = !matches!(outcome, Outcome::Refused(_));
+            let done = !matches!(outcome, Outcome::Refused(_) | Outcome::Blocked(_));
             self.later.remove(&request.id);
             let mut tx = self.store.begin_write().await?;
             if tx.record_carried_out(request.id, text, done).await? {
@@ -218,11 +236,45 @@ impl Carrier {
                     request.id
                 );
                 self.poster.post(&mut tx, &run.topic(), &line).await?;
+                // Recorded once, so told once: the owner hears it with an
+                // @-mention (the decider posts notices).
+                if let Outcome::Blocked(text) = &outcome {
+                    tx.insert_notice(
+                        run.id,
+                        "carry_blocked",
+                        &format!("{text} (req:{})", request.id),
+                    )
+                    .await?;
+                }
                 tx.commit().await?;
                 settled += 1;
             }
         }
         Ok(settled)
+    }
+
+    /// Tells the run's topic what an approved request waits for, unless it
+    /// was told that already (the store keeps what was said last).
+    async fn say_it_waits(
+        &self,
+        request: &crate::store::Request,
+        run: &crate::store::Run,
+        text: &str,
+    ) -> Result<(), StoreError> {
+        if request.carry_waiting.as_deref() == Some(text) {
+            return Ok(());
+        }
+        let mut tx = self.store.begin_write().await?;
+        if tx.record_carry_waiting(request.id, text).await? {
+            let line = format!(
+                "{} (run:{} req:{})",
+                neutralize_mentions(&one_line(text, 400)),
+                run.id,
+                request.id
+            );
+            self.poster.post(&mut tx, &run.topic(), &line).await?;
+        }
+        tx.commit().await
     }
 
     /// Whether a request was put off and its time has not come.

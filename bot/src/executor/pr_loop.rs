@@ -119,6 +119,7 @@ impl PrLoop {
             }),
             poll: PollSettings {
                 required_checks: settings.required_checks.clone(),
+                trusted: settings.trusted.clone(),
                 ..PollSettings::default()
             },
             settings,

@@ -1,5 +1,7 @@
-//! A GitHub repository's name, `owner/name`: a plain type below both the
-//! configuration that names repositories and the client that calls GitHub.
+//! A GitHub repository's name, `owner/name`, and whose words count on it
+//! ([`Trusted`]): plain types below both the configuration that names them
+//! and the client that calls GitHub (`integrations::github::trust` says
+//! what Eagle does with them).
 
 use std::fmt;
 use std::str::FromStr;
@@ -91,5 +93,40 @@ impl From<Repo> for String {
 impl fmt::Display for Repo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.owner, self.name)
+    }
+}
+
+/// Relations to a repository that carry write access.
+const WRITERS: &[&str] = &["OWNER", "MEMBER", "COLLABORATOR"];
+
+/// Whether an `author_association` carries write access.
+pub fn can_write(association: Option<&str>) -> bool {
+    association.is_some_and(|a| WRITERS.iter().any(|w| w.eq_ignore_ascii_case(a)))
+}
+
+/// Whose reviews and comments count: writers, and the logins a profile
+/// names (`github.trusted_logins`, compared without case).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trusted {
+    logins: Vec<String>,
+}
+
+impl Trusted {
+    /// Writers and `logins`.
+    pub fn new<S: AsRef<str>>(logins: impl IntoIterator<Item = S>) -> Trusted {
+        Trusted {
+            logins: logins
+                .into_iter()
+                .map(|l| l.as_ref().trim().to_lowercase())
+                .filter(|l| !l.is_empty())
+                .collect(),
+        }
+    }
+
+    /// Whether what `login` (related to the repository as `association`)
+    /// wrote counts. A deleted user (`None`) counts only by association.
+    pub fn counts(&self, login: Option<&str>, association: Option<&str>) -> bool {
+        can_write(association)
+            || login.is_some_and(|l| self.logins.iter().any(|t| t.eq_ignore_ascii_case(l)))
     }
 }

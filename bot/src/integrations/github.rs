@@ -9,8 +9,9 @@
 //!   tries, then a typed [`Error::RateLimited`]).
 //! * [`rest`] and [`graphql`]: the calls, one method each, typed by
 //!   [`types`] and [`threads`].
-//! * [`ci`] and [`threads`]: pure rules over what was read: the CI summary
-//!   ([`CiState`]) and the review threads still open.
+//! * [`ci`], [`threads`] and [`trust`]: pure rules over what was read: the
+//!   CI summary ([`CiState`]), the review threads still open, and whom Eagle
+//!   listens to (the repository's own PRs, its writers' reviews).
 //! * [`view`]: one poll of a pull request ([`PullRequestView`]), which asks
 //!   GraphQL (no ETags there, every query costs points) only when the REST
 //!   view changed.
@@ -28,17 +29,19 @@ pub mod graphql;
 pub mod ratelimit;
 pub mod rest;
 pub mod threads;
+pub mod trust;
 pub mod types;
 pub mod view;
 pub mod write;
 
 pub use cache::{CachedResponse, EtagCache, MemoryEtagCache};
-pub use ci::{CiState, summarize};
+pub use ci::{CiState, MergeGate, merge_gate, summarize};
 pub use client::{ClientStats, GitHub, GitHubConfig};
 pub use error::{Error, MergeRefusal, classify_merge_refusal};
 pub use graphql::{GraphQlCost, ReviewThreads};
 pub use ratelimit::{LimitKind, LimitWait, RetryPolicy};
 pub use threads::{OpenThread, ReviewThread, ThreadComment, open_threads};
+pub use trust::{Trusted, head_is_in, head_label};
 pub use types::{
     CheckRun, CheckRuns, CombinedStatus, CommitStatus, Conclusion, IssueComment, MergeMethod,
     MergeRequest, Merged, PrState, PullRequest, Repo, Review, ReviewComment, RunStatus,

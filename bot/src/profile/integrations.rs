@@ -199,6 +199,11 @@ pub(super) fn github(
             .into_iter()
             .map(|l| l.to_lowercase())
             .collect(),
+        trusted: crate::ground::repo::Trusted::new(names(
+            origins,
+            "github.trusted_logins",
+            raw.trusted_logins,
+        )?),
     })
 }
 

@@ -34,6 +34,7 @@ const LIST_KEYS: &[&str] = &[
     "github.required_checks",
     "github.required_labels",
     "github.bot_logins",
+    "github.trusted_logins",
     "asana.platform_tags",
     "policy.exclude",
     "runner.review_rules",
@@ -120,6 +121,7 @@ const ENV_KEYS: &[&str] = &[
     "github.ci_attempts",
     "github.max_rounds",
     "github.bot_logins",
+    "github.trusted_logins",
     "asana.api_url",
     "asana.token_env",
     "asana.token_file",
@@ -229,6 +231,7 @@ pub struct RawGithub {
     pub ci_attempts: Option<i64>,
     pub max_rounds: Option<i64>,
     pub bot_logins: Option<Vec<String>>,
+    pub trusted_logins: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

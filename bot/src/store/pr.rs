@@ -116,6 +116,8 @@ pub struct PrPoll<'a> {
 pub struct PrSeen {
     pub title: String,
     pub head_ref: String,
+    /// The repository the head branch is in (`owner/name`).
+    pub head_repo: Option<String>,
     pub base_ref: String,
     /// CI on the head: `green`, `running`, `never ran`, `failed: a, b`.
     pub ci: String,
@@ -258,7 +260,8 @@ impl Tx {
                  pr_comments_seen_at = COALESCE($11, pr_comments_seen_at), updated_at = $4, \
                  pr_title = COALESCE($14, pr_title), pr_head_ref = COALESCE($15, pr_head_ref), \
                  pr_base_ref = COALESCE($16, pr_base_ref), pr_ci = COALESCE($17, pr_ci), \
-                 pr_draft = COALESCE($18, pr_draft) \
+                 pr_draft = COALESCE($18, pr_draft), \
+                 pr_head_repo = COALESCE($19, pr_head_repo) \
                  WHERE id = $1 AND state = $12 AND lease_owner IS NULL",
             )
             .bind(poll.run)
@@ -279,6 +282,7 @@ impl Tx {
             .bind(poll.seen.map(|p| p.base_ref.as_str()))
             .bind(poll.seen.map(|p| p.ci.as_str()))
             .bind(poll.seen.map(|p| p.draft))
+            .bind(poll.seen.and_then(|p| p.head_repo.as_deref()))
             .execute(conn)
             .await
             .map(|done| done.rows_affected())
@@ -372,6 +376,11 @@ impl Tx {
                  pr_work_done_sha = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_work_done_sha END, \
                  pr_work = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_work END, \
                  pr_draft = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_draft END, \
+                 pr_title = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_title END, \
+                 pr_head_ref = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_head_ref END, \
+                 pr_head_repo = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_head_repo END, \
+                 pr_base_ref = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_base_ref END, \
+                 pr_ci = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_ci END, \
                  pr_url = CASE WHEN pr_number IS DISTINCT FROM $2 THEN $3 ELSE COALESCE($3, pr_url) END, \
                  pr_number = $2, \
                  pr_repo = $4, pr_closed_at = NULL, updated_at = $5 WHERE id = $1",

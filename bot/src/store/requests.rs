@@ -162,6 +162,9 @@ pub struct Request {
     /// When Eagle carried it out (a merge, an Asana comment), and how it went.
     pub carried_out_at: Option<DateTime<Utc>>,
     pub carried_out: Option<String>,
+    /// What Eagle told the run's topic the approved request waits for (a
+    /// merge waiting for its checks), so that it is told once.
+    pub carry_waiting: Option<String>,
 }
 
 impl Request {
@@ -178,7 +181,7 @@ impl Request {
 const REQUEST_COLUMNS: &str = "id, run_id, attempt, request_key, via, kind, action, body, \
     params_hash, created_at, status, decided_at, decided_by, decision_reason, notify_owner, note, \
     escalated_at, reminded_at, expires_at, delivered_at, bound_to, bound_sha, carried_out_at, \
-    carried_out";
+    carried_out, carry_waiting";
 
 fn select(tail: &str) -> sqlx::AssertSqlSafe<String> {
     super::tasks::sql(&["SELECT ", REQUEST_COLUMNS, " FROM worker_requests ", tail])
@@ -738,6 +741,24 @@ impl Store {
 }
 
 impl Tx {
+    /// Records what an approved request waits for, as the run's topic is
+    /// told it; false when it is done already or said so already.
+    pub async fn record_carry_waiting(&mut self, id: i64, text: &str) -> Result<bool> {
+        let changed = on_tx!(self, conn => {
+            sqlx::query(
+                "UPDATE worker_requests SET carry_waiting = $2 \
+                 WHERE id = $1 AND carried_out_at IS NULL AND carry_waiting IS DISTINCT FROM $2",
+            )
+            .bind(id)
+            .bind(text)
+            .execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("recording what an approved request waits for")?;
+        Ok(changed == 1)
+    }
+
     /// Records that Eagle carried out an approved request (or why it could
     /// not), once: false if it was recorded already. Audited.
     pub async fn record_carried_out(&mut self, id: i64, outcome: &str, done: bool) -> Result<bool> {

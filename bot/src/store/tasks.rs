@@ -281,6 +281,8 @@ pub struct Run {
     /// branches, and CI on its head (`green`, `running`, `failed: …`).
     pub pr_title: Option<String>,
     pub pr_head_ref: Option<String>,
+    /// The repository the head branch is in (`owner/name`).
+    pub pr_head_repo: Option<String>,
     pub pr_base_ref: Option<String>,
     pub pr_ci: Option<String>,
     /// Whether the PR was a draft when the PR loop last saw it.
@@ -365,7 +367,7 @@ pub(super) const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, star
     token_sha256, cost_usd, session_cost_usd, cost_cap_usd, turns, slot, pr_repo, head_sha, \
     pr_work, pr_status, pr_checked_at, review_green_sha, pr_comments_seen_at, pr_poll, \
     head_seen_at, ci_triggered_sha, pr_closed_at, pr_work_done_sha, pr_work_done_at, pr_rounds, waits, \
-    pr_title, pr_head_ref, pr_base_ref, pr_ci, pr_draft";
+    pr_title, pr_head_ref, pr_base_ref, pr_ci, pr_draft, pr_head_repo";
 
 /// The start of an `ORDER BY` over `executor_queue`: priority 1 (urgent)
 /// first, tasks without one last; the caller adds the age.

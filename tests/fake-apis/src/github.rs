@@ -26,6 +26,16 @@
 //! github.assert_clean();
 //! ```
 //!
+//! It models trust as GitHub does: a repository's forks
+//! ([`FakeGitHub::add_fork`]), whose PRs name the fork as `head.repo`
+//! (GraphQL `headRepository`) whatever their branch is called;
+//! `author_association` on reviews and comments
+//! ([`FakeGitHub::set_association`]); and branch protection
+//! ([`FakeGitHub::protect_branch`]): required checks and approving reviews
+//! by people with write access, a merge short of them answered 405 with
+//! GitHub's message, and the same merge asked again with nothing changed
+//! recorded as a violation.
+//!
 //! Choices of the fake where GitHub's behaviour is not documented: one
 //! primary budget per resource for all tokens; `mergeable` is null for
 //! [`FakeGitHub::set_mergeable_null_reads`] reads after a PR is opened or

@@ -32,6 +32,7 @@ pub use common::journal::RecordedRequest;
 pub use github::FakeGitHub;
 pub use github::model::{
     ACTIONS_APP_ID, CheckRunSpec, Dispatch, Fault as GitHubFault, IssueComment, PrSnapshot, PrSpec,
-    RateLimit, RepoSpec, Rerun, Resource, Route as GitHubRoute, WorkflowRunSpec, WorkflowSpec,
+    Protection, RateLimit, RepoSpec, Rerun, Resource, Route as GitHubRoute, WorkflowRunSpec,
+    WorkflowSpec,
 };
 pub use llm::{FakeLlm, LlmCall, LlmFault, Rule as LlmRule, Step as LlmStep};

@@ -11,6 +11,7 @@ mod github_ci;
 mod github_graphql;
 mod github_pulls;
 mod github_rules;
+mod github_trust;
 
 use std::time::Duration;
 

@@ -5,7 +5,9 @@
 
 use super::{Carrier, Outcome};
 use crate::ground::text::one_line;
-use crate::integrations::github::{Error as GitHubError, NewPull, PrState, PullRequest};
+use crate::integrations::github::{
+    Error as GitHubError, NewPull, PrState, PullRequest, head_is_in,
+};
 use crate::policy::effect::{Carried, Effect};
 use crate::store::{Request, Run};
 
@@ -43,10 +45,13 @@ impl Carrier {
         };
         match client.pulls_from(&settings.repo, &branch).await {
             Ok(pulls) => {
-                if let Some(pull) = pulls
-                    .iter()
-                    .find(|p| p.head_ref == branch && p.state == PrState::Open)
-                {
+                // Only a branch of the repository itself: a fork's PR from
+                // a branch of the same name is never taken for the run's.
+                if let Some(pull) = pulls.iter().find(|p| {
+                    p.head_ref == branch
+                        && p.state == PrState::Open
+                        && head_is_in(p, &settings.repo)
+                }) {
                     return opened(
                         pull,
                         format!(

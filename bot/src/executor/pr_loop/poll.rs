@@ -345,12 +345,12 @@ impl PrLoop {
         // The newest human comment after `seen`: in the conversation, or
         // the last reply of a review thread.
         let mut human: Option<(DateTime<Utc>, String)> = None;
-        // Only someone with write access steers a run.
+        // Only someone with write access (or trusted by name) steers a run.
         let mut consider =
             |at: &str, author: Option<&str>, association: Option<&str>, body: &str| {
                 if let Ok(at) = at.parse::<DateTime<Utc>>()
                     && at >= seen
-                    && crate::integrations::github::threads::can_write(association)
+                    && watcher.settings.trusted.counts(author, association)
                     && by_human(author, body, &watcher.settings)
                     && human.as_ref().is_none_or(|(t, _)| at > *t)
                 {
@@ -430,6 +430,7 @@ fn pr_seen(view: &PullRequestView) -> PrSeen {
     PrSeen {
         title: view.pull.title.clone(),
         head_ref: view.pull.head_ref.clone(),
+        head_repo: view.pull.head_repo.clone(),
         base_ref: view.pull.base_ref.clone(),
         ci: match &view.ci {
             CiState::Green => "green".into(),

@@ -118,6 +118,8 @@ pub struct PrFacts {
     pub closed: bool,
     pub head_sha: String,
     pub head_ref: String,
+    /// The repository the head branch is in (`None`: a deleted fork).
+    pub head_repo: Option<String>,
     pub ci: CiState,
     /// The head's own workflow run, when CI failed only because it was
     /// cancelled or went stale (see [`rerunnable`]).
@@ -131,6 +133,7 @@ impl PrFacts {
             closed: view.pull.state == PrState::Closed,
             head_sha: view.pull.head_sha.clone(),
             head_ref: view.pull.head_ref.clone(),
+            head_repo: view.pull.head_repo.clone(),
             ci: view.ci.clone(),
             rerun: rerunnable(view, &view.pull.head_sha),
         }
@@ -185,9 +188,25 @@ pub fn next_step(f: &Facts<'_>) -> Step {
 /// Seed 003's rules, without the caps.
 fn rule(f: &Facts<'_>) -> Step {
     let pull = f.pr;
-    // Only the run's own PR counts: from its branch, and open when the loop
-    // first saw it (a worker naming a PR merged or closed already, its own
-    // or anyone's, neither completes nor abandons the run).
+    // Only the run's own PR counts: from a branch of the repository itself
+    // (a fork's branch may take the run's name), from the run's branch, and
+    // open when the loop first saw it (a worker naming a PR merged or
+    // closed already, its own or anyone's, neither completes nor abandons
+    // the run).
+    let repo = &f.settings.repo;
+    if !pull.head_repo.as_deref().is_some_and(|r| repo.is_named(r)) {
+        return Step::NotItsPr {
+            status: format!(
+                "the PR the worker named comes from {}:{}, not from a branch of {repo}: \
+                 Eagle follows no fork's PR",
+                one_line(
+                    pull.head_repo.as_deref().unwrap_or("a deleted repository"),
+                    100
+                ),
+                one_line(&pull.head_ref, 100),
+            ),
+        };
+    }
     if let Some(branch) = f.run.branch.as_deref()
         && pull.head_ref != branch
     {
@@ -403,6 +422,7 @@ mod tests {
             ci_attempts: 2,
             max_rounds: 5,
             bot_logins: vec!["executor-bot".into()],
+            trusted: crate::integrations::github::Trusted::default(),
         }
     }
 
@@ -412,6 +432,7 @@ mod tests {
             closed: false,
             head_sha: A.into(),
             head_ref: "eagle/run-1".into(),
+            head_repo: Some("acme/app".into()),
             ci,
             rerun: None,
         }
@@ -514,6 +535,40 @@ mod tests {
                 merged.clone(),
                 vec![],
                 "hold",
+            ),
+            (
+                "a fork's branch with the run's name, even green and reviewed",
+                RunFacts {
+                    branch: Some("eagle/run-1".into()),
+                    review_green_sha: Some(A.into()),
+                    ..seen(A)
+                },
+                PrFacts {
+                    head_repo: Some("attacker/app".into()),
+                    ..pr(CiState::Green)
+                },
+                vec![],
+                "hold",
+            ),
+            (
+                "a deleted fork's branch",
+                seen(A),
+                PrFacts {
+                    head_repo: None,
+                    ..pr(CiState::Green)
+                },
+                vec![],
+                "hold",
+            ),
+            (
+                "the repository's name in another case is the repository",
+                seen(A),
+                PrFacts {
+                    head_repo: Some("ACME/App".into()),
+                    ..pr(CiState::Running)
+                },
+                vec![],
+                "wait",
             ),
             (
                 "the run's own branch",

@@ -119,6 +119,89 @@ pub fn summarize(
     }
 }
 
+/// What the checks at an approved head say about merging it (pure). Where
+/// [`summarize`] waits for a required check that has not appeared (the PR
+/// loop polls again), a merge tells a check that is *absent* (everything
+/// else at the head is done, and it is not there) from one still to come.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MergeGate {
+    /// Everything done and passing, every required check among it.
+    Green,
+    /// Something is not done yet (these check runs, statuses or workflows;
+    /// a required check not there yet is named too): wait.
+    Pending {
+        /// What is not done, each once.
+        waiting: Vec<String>,
+    },
+    /// Done, and these failed: refuse.
+    Failing {
+        /// The failed checks.
+        failed: Vec<String>,
+    },
+    /// Done, and these required checks never reported at the head (all of
+    /// them when nothing ran; empty when nothing ran and nothing is
+    /// required): refuse.
+    Absent {
+        /// The missing required checks.
+        missing: Vec<String>,
+    },
+}
+
+/// The merge gate at one commit (see [`MergeGate`]).
+pub fn merge_gate(
+    checks: &CheckRuns,
+    status: &CombinedStatus,
+    runs: &WorkflowRuns,
+    required: &[String],
+) -> MergeGate {
+    let present: HashSet<&str> = checks
+        .check_runs
+        .iter()
+        .map(|c| c.name.as_str())
+        .chain(status.statuses.iter().map(|s| s.context.as_str()))
+        .collect();
+    let missing: Vec<String> = required
+        .iter()
+        .filter(|name| !present.contains(name.as_str()))
+        .cloned()
+        .collect();
+    match summarize(checks, status, runs, &[]) {
+        CiState::Green if missing.is_empty() => MergeGate::Green,
+        CiState::Green | CiState::NeverRan => MergeGate::Absent { missing },
+        CiState::Failed { failed } => MergeGate::Failing { failed },
+        CiState::Running => {
+            let mut waiting: Vec<String> = Vec::new();
+            let mut add = |name: &str| {
+                if !waiting.iter().any(|w| w == name) {
+                    waiting.push(name.to_owned());
+                }
+            };
+            for c in &checks.check_runs {
+                if c.status != RunStatus::Completed {
+                    add(&c.name);
+                }
+            }
+            for s in &status.statuses {
+                if s.state == StatusState::Pending {
+                    add(&s.context);
+                }
+            }
+            for r in latest_per_workflow(&runs.workflow_runs) {
+                if r.status != RunStatus::Completed {
+                    add(&r
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| format!("workflow run {}", r.id)));
+                }
+            }
+            for name in &missing {
+                add(name);
+            }
+            MergeGate::Pending { waiting }
+        }
+    }
+}
+
 /// The newest run of each workflow (GitHub lists newest first): an old
 /// failed run that a later one replaced does not count.
 fn latest_per_workflow(runs: &[WorkflowRun]) -> Vec<&WorkflowRun> {
@@ -410,23 +493,128 @@ mod tests {
             ),
         ];
         for (name, checks, statuses, runs, required, expected) in cases {
-            let checks = CheckRuns {
+            let (checks, statuses, runs, required) = world(checks, statuses, runs, required);
+            assert_eq!(
+                summarize(&checks, &statuses, &runs, &required),
+                *expected,
+                "{name}"
+            );
+        }
+    }
+
+    fn world(
+        checks: &[&str],
+        statuses: &[&str],
+        runs: &[&str],
+        required: &[&str],
+    ) -> (CheckRuns, CombinedStatus, WorkflowRuns, Vec<String>) {
+        (
+            CheckRuns {
                 total_count: checks.len() as u64,
                 check_runs: checks.iter().map(|c| check(c)).collect(),
-            };
-            let statuses = CombinedStatus {
+            },
+            CombinedStatus {
                 state: "pending".into(),
                 sha: "abc".into(),
                 total_count: statuses.len() as u64,
                 statuses: statuses.iter().map(|s| status(s)).collect(),
-            };
-            let runs = WorkflowRuns {
+            },
+            WorkflowRuns {
                 total_count: runs.len() as u64,
                 workflow_runs: runs.iter().map(|r| run(r)).collect(),
-            };
-            let required: Vec<String> = required.iter().map(|r| r.to_string()).collect();
+            },
+            required.iter().map(|r| r.to_string()).collect(),
+        )
+    }
+
+    #[test]
+    fn the_merge_gate_tells_absent_from_pending() {
+        use MergeGate::*;
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        #[allow(clippy::type_complexity)]
+        let cases: &[(&str, &[&str], &[&str], &[&str], &[&str], MergeGate)] = &[
+            ("green", &["CI:completed:success"], &[], &[], &["CI"], Green),
+            (
+                "failing",
+                &["CI:completed:failure"],
+                &[],
+                &[],
+                &["CI"],
+                Failing {
+                    failed: names(&["CI"]),
+                },
+            ),
+            (
+                "another check failing fails it too",
+                &["CI:completed:success", "lint:completed:failure"],
+                &[],
+                &[],
+                &["CI"],
+                Failing {
+                    failed: names(&["lint"]),
+                },
+            ),
+            (
+                "pending",
+                &["CI:in_progress"],
+                &[],
+                &[],
+                &["CI"],
+                Pending {
+                    waiting: names(&["CI"]),
+                },
+            ),
+            (
+                "a required check may still come while others run",
+                &["lint:queued"],
+                &["ci/x:pending"],
+                &["1:7:Build:in_progress"],
+                &["CI"],
+                Pending {
+                    waiting: names(&["lint", "ci/x", "Build", "CI"]),
+                },
+            ),
+            (
+                "absent: everything else done",
+                &["lint:completed:success"],
+                &[],
+                &[],
+                &["CI"],
+                Absent {
+                    missing: names(&["CI"]),
+                },
+            ),
+            (
+                "nothing ran at all",
+                &[],
+                &[],
+                &[],
+                &["CI"],
+                Absent {
+                    missing: names(&["CI"]),
+                },
+            ),
+            (
+                "nothing ran, nothing required",
+                &[],
+                &[],
+                &[],
+                &[],
+                Absent { missing: vec![] },
+            ),
+            (
+                "a status meets a requirement",
+                &[],
+                &["CI:success"],
+                &[],
+                &["CI"],
+                Green,
+            ),
+        ];
+        for (name, checks, statuses, runs, required, expected) in cases {
+            let (checks, statuses, runs, required) = world(checks, statuses, runs, required);
             assert_eq!(
-                summarize(&checks, &statuses, &runs, &required),
+                merge_gate(&checks, &statuses, &runs, &required),
                 *expected,
                 "{name}"
             );

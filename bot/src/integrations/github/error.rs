@@ -155,6 +155,10 @@ pub enum MergeRefusal {
     /// protection wants a check; the name when the message gives one.
     #[error("a required status check is missing or failing{}", .0.as_deref().map(|c| format!(" ({c})")).unwrap_or_default())]
     RequiredCheck(Option<String>),
+    /// 405 `At least 1 approving review is required by reviewers with
+    /// write access.`: branch protection wants reviews Eagle cannot give.
+    #[error("branch protection requires approving reviews by people with write access")]
+    RequiredReviews,
     /// 405 `This branch must not contain merge commits.`: linear history is
     /// required.
     #[error("the branch must not contain merge commits")]
@@ -183,6 +187,8 @@ pub fn classify_merge_refusal(status: u16, message: &str) -> MergeRefusal {
         MergeRefusal::LinearHistory
     } else if lower.contains("required status check") {
         MergeRefusal::RequiredCheck(quoted(message))
+    } else if lower.contains("approving review") || lower.contains("review is required") {
+        MergeRefusal::RequiredReviews
     } else if lower.contains("not authorized to push") {
         MergeRefusal::NotAuthorized
     } else if lower.contains("not mergeable") {
@@ -258,11 +264,14 @@ mod tests {
             (
                 405,
                 "At least 1 approving review is required by reviewers with write access.",
-                Other(
-                    "At least 1 approving review is required by reviewers with write access."
-                        .into(),
-                ),
+                RequiredReviews,
             ),
+            (
+                405,
+                "At least 2 approving reviews are required by reviewers with write access.",
+                RequiredReviews,
+            ),
+            (405, "Something new.", Other("Something new.".into())),
         ];
         for (status, message, expected) in cases {
             assert_eq!(

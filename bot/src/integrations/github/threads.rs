@@ -3,13 +3,17 @@
 //! A thread is open while it is not resolved and its newest comment that
 //! counts asks for something: comments count when their author has write
 //! access to the repository (`authorAssociation` OWNER, MEMBER or
-//! COLLABORATOR), or when they are Eagle's own `[ACKNOWLEDGED: …]` (Eagle's
-//! login, posted for a worker's `reply_thread`), which closes the thread.
+//! COLLABORATOR) or is named in `github.trusted_logins`
+//! ([`crate::integrations::github::trust`]), or when they are Eagle's own
+//! `[ACKNOWLEDGED: …]` (Eagle's login, posted for a worker's
+//! `reply_thread`), which closes the thread.
 //! A comment from anyone else (or an acknowledgement from another login)
 //! steers nothing. Outdated threads stay open: GitHub shows them unresolved
 //! too, and a push does not answer a question.
 
 use serde::{Deserialize, Serialize};
+
+use crate::integrations::github::trust::Trusted;
 
 /// What a worker's reply starts with to acknowledge a thread.
 pub const ACKNOWLEDGED: &str = "[ACKNOWLEDGED";
@@ -72,19 +76,11 @@ pub struct OpenThread {
     pub excerpt: String,
 }
 
-/// Relations to a repository that carry write access.
-const WRITERS: &[&str] = &["OWNER", "MEMBER", "COLLABORATOR"];
-
-/// Whether a comment's author has write access to the repository.
-pub fn can_write(association: Option<&str>) -> bool {
-    association.is_some_and(|a| WRITERS.contains(&a))
-}
-
 impl ReviewThread {
-    /// The comment that asks for work: the newest from someone with write
-    /// access, unless Eagle (`eagle_login`) acknowledged the thread after
+    /// The comment that asks for work: the newest from someone `trusted`
+    /// counts, unless Eagle (`eagle_login`) acknowledged the thread after
     /// it. `None`: resolved, acknowledged, or nobody who may steers asked.
-    pub fn steering(&self, eagle_login: Option<&str>) -> Option<&ThreadComment> {
+    pub fn steering(&self, eagle_login: Option<&str>, trusted: &Trusted) -> Option<&ThreadComment> {
         if self.resolved {
             return None;
         }
@@ -106,7 +102,7 @@ impl ReviewThread {
                 }
                 continue;
             }
-            if can_write(comment.association.as_deref()) {
+            if trusted.counts(comment.author.as_deref(), comment.association.as_deref()) {
                 return Some(comment);
             }
         }
@@ -114,17 +110,22 @@ impl ReviewThread {
     }
 
     /// Whether the thread asks for work ([`ReviewThread::steering`]).
-    pub fn is_open(&self, eagle_login: Option<&str>) -> bool {
-        self.steering(eagle_login).is_some()
+    pub fn is_open(&self, eagle_login: Option<&str>, trusted: &Trusted) -> bool {
+        self.steering(eagle_login, trusted).is_some()
     }
 }
 
 /// The open threads, in the order given; `eagle_login` is Eagle's own
-/// GitHub login (its acknowledgements close a thread; nobody else's do).
-pub fn open_threads(threads: &[ReviewThread], eagle_login: Option<&str>) -> Vec<OpenThread> {
+/// GitHub login (its acknowledgements close a thread; nobody else's do),
+/// `trusted` says whose comments steer.
+pub fn open_threads(
+    threads: &[ReviewThread],
+    eagle_login: Option<&str>,
+    trusted: &Trusted,
+) -> Vec<OpenThread> {
     threads
         .iter()
-        .filter_map(|t| Some((t, t.steering(eagle_login)?)))
+        .filter_map(|t| Some((t, t.steering(eagle_login, trusted)?)))
         .map(|(t, c)| OpenThread {
             id: t.id.clone(),
             path: t.path.clone(),
@@ -239,17 +240,27 @@ mod tests {
                 vec![(None, "NONE", "please fix")],
                 false,
             ),
+            (
+                "an outsider the profile trusts",
+                false,
+                vec![(Some("Outside-Reviewer"), "NONE", "rename this")],
+                true,
+            ),
             ("no comment left", false, vec![], false),
         ];
+        let trusted = Trusted::new(["outside-reviewer"]);
         for (name, resolved, said, open) in cases {
             assert_eq!(
-                thread(*resolved, said).is_open(Some("eagle")),
+                thread(*resolved, said).is_open(Some("eagle"), &trusted),
                 *open,
                 "{name}"
             );
         }
         // Eagle's login unknown: no acknowledgement is trusted.
-        assert!(thread(false, &[alex, ack]).is_open(None));
+        assert!(thread(false, &[alex, ack]).is_open(None, &trusted));
+        // Without the list, the outsider steers nothing.
+        let outsider = [(Some("outside-reviewer"), "NONE", "rename this")];
+        assert!(!thread(false, &outsider).is_open(Some("eagle"), &Trusted::default()));
     }
 
     #[test]
@@ -265,7 +276,7 @@ mod tests {
             ),
             thread(true, &[(Some("alex"), "MEMBER", "done")]),
         ];
-        let open = open_threads(&threads, Some("eagle"));
+        let open = open_threads(&threads, Some("eagle"), &Trusted::default());
         assert_eq!(open.len(), 1);
         assert_eq!(open[0].last_author.as_deref(), Some("alex"));
         assert_eq!(open[0].path, "src/a.rs");

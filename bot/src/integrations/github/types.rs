@@ -41,6 +41,10 @@ pub struct PullRequest {
     pub head_sha: String,
     /// The head branch.
     pub head_ref: String,
+    /// The repository the head branch is in (`head.repo.full_name`): the
+    /// PR's own for a branch of it, another for a fork; `None` when GitHub
+    /// says `null` (the fork was deleted).
+    pub head_repo: Option<String>,
     /// The base branch.
     pub base_ref: String,
     /// Label names.
@@ -265,6 +269,8 @@ pub struct Review {
     pub id: u64,
     /// The reviewer; `None` for a deleted user.
     pub author: Option<String>,
+    /// The reviewer's relation to the repository (`author_association`).
+    pub association: Option<String>,
     /// `APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`, `DISMISSED` or `PENDING`.
     pub state: String,
     /// Its Markdown.
@@ -369,6 +375,14 @@ mod wire {
         #[serde(rename = "ref")]
         pub git_ref: String,
         pub sha: String,
+        /// `null` when the head's fork was deleted.
+        #[serde(default)]
+        pub repo: Option<BranchRepo>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct BranchRepo {
+        pub full_name: String,
     }
 
     #[derive(Deserialize)]
@@ -417,6 +431,7 @@ mod wire {
                 mergeable_state: p.mergeable_state.unwrap_or_default(),
                 head_sha: p.head.sha,
                 head_ref: p.head.git_ref,
+                head_repo: p.head.repo.map(|r| r.full_name),
                 base_ref: p.base.git_ref,
                 labels: p.labels.into_iter().map(|l| l.name).collect(),
                 node_id: p.node_id,
@@ -503,6 +518,8 @@ mod wire {
         id: u64,
         #[serde(default)]
         user: Option<User>,
+        #[serde(default)]
+        author_association: Option<String>,
         state: String,
         #[serde(default)]
         body: Option<String>,
@@ -517,6 +534,7 @@ mod wire {
             super::Review {
                 id: r.id,
                 author: r.user.map(|u| u.login),
+                association: r.author_association,
                 state: r.state,
                 body: r.body.unwrap_or_default(),
                 commit_id: r.commit_id,
@@ -588,7 +606,8 @@ mod tests {
         let pr: PullRequest = serde_json::from_value(serde_json::json!({
             "number": 3, "state": "open", "draft": true, "merged": false,
             "mergeable": null, "mergeable_state": "unknown",
-            "head": {"ref": "fix/a", "sha": "abc"}, "base": {"ref": "main", "sha": "def"},
+            "head": {"ref": "fix/a", "sha": "abc", "repo": {"full_name": "mallory/app"}},
+            "base": {"ref": "main", "sha": "def", "repo": null},
             "labels": [{"name": "eagle"}], "node_id": "PR_1", "html_url": "https://github.com/o/r/pull/3",
             "user": null, "title": "t", "updated_at": "2024-01-01T00:00:00Z",
         }))
@@ -600,6 +619,7 @@ mod tests {
             (pr.head_ref.as_str(), pr.base_ref.as_str()),
             ("fix/a", "main")
         );
+        assert_eq!(pr.head_repo.as_deref(), Some("mallory/app"));
         let run: CheckRun = serde_json::from_value(serde_json::json!({
             "id": 1, "name": "build", "head_sha": "abc", "status": "brand_new",
             "conclusion": "also_new", "check_suite": {"id": 9}, "app": {"slug": "github-actions"},

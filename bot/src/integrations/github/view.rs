@@ -19,6 +19,7 @@ use crate::integrations::github::ci::{CiState, summarize};
 use crate::integrations::github::client::GitHub;
 use crate::integrations::github::graphql::ReviewThreads;
 use crate::integrations::github::threads::{OpenThread, open_threads};
+use crate::integrations::github::trust::Trusted;
 use crate::integrations::github::types::{
     CheckRuns, CombinedStatus, PullRequest, Repo, WorkflowRuns,
 };
@@ -31,14 +32,19 @@ pub struct PollSettings {
     pub required_checks: Vec<String>,
     /// Threads are read again after this long even if REST shows no change.
     pub threads_max_age: Duration,
+    /// Whose comments in review threads steer (writers, and the
+    /// profile's `github.trusted_logins`).
+    pub trusted: Trusted,
 }
 
 impl Default for PollSettings {
-    /// No required checks; threads re-read at least every 30 minutes.
+    /// No required checks; threads re-read at least every 30 minutes; only
+    /// writers trusted.
     fn default() -> Self {
         PollSettings {
             required_checks: Vec::new(),
             threads_max_age: Duration::from_secs(30 * 60),
+            trusted: Trusted::default(),
         }
     }
 }
@@ -131,7 +137,7 @@ impl GitHub {
         };
         let open = threads
             .as_ref()
-            .map(|t| open_threads(&t.threads, own.as_deref()));
+            .map(|t| open_threads(&t.threads, own.as_deref(), &settings.trusted));
         Ok(PullRequestView {
             repo: repo.clone(),
             pull,

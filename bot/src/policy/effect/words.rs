@@ -163,9 +163,15 @@ fn merge(request: &Request, run: &Run) -> String {
              (no title, branches or CI known)."
         );
     };
+    // Where the head comes from, repository and branch: the PR loop follows
+    // only a branch of the repository itself, never a fork's.
     let branches = match (&run.pr_head_ref, &run.pr_base_ref) {
         (Some(head_ref), Some(base)) => {
-            format!(" from `{}` into `{}`", inert(head_ref), inert(base))
+            let from = match &run.pr_head_repo {
+                Some(repo) => format!("{repo}:{head_ref}"),
+                None => head_ref.clone(),
+            };
+            format!(" from `{}` into `{}`", inert(&from), inert(base))
         }
         _ => String::new(),
     };

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use crate::FakeGitHub;
 use crate::common::journal::{RecordedRequest, assert_no_violations};
 use crate::github::model::{
-    CheckRunSpec, Dispatch, Fault, IssueComment, PrSnapshot, PrSpec, RateLimit, RepoSpec, Rerun,
-    Resource, Route, WorkflowRunSpec, WorkflowSpec,
+    CheckRunSpec, Dispatch, Fault, IssueComment, PrSnapshot, PrSpec, Protection, RateLimit,
+    RepoSpec, Rerun, Resource, Route, WorkflowRunSpec, WorkflowSpec,
 };
 use crate::github::state::{
     CheckRun, Comment, CommitStatus, Pull, Repo, Review, ReviewComment, State, Thread, WorkflowRun,
@@ -113,7 +113,32 @@ impl FakeGitHub {
                 shas: Default::default(),
                 branches: BTreeMap::new(),
                 associations: BTreeMap::new(),
+                fork_of: None,
+                protections: BTreeMap::new(),
             });
+        });
+    }
+
+    /// Adds `fork` (`owner/name`) as a fork of `parent`: a PR into `parent`
+    /// may come from its branches ([`PrSpec::from_fork`]), with the fork as
+    /// `head.repo`, as anyone's fork of a public repository may.
+    pub fn add_fork(&self, parent: &str, fork: &str) {
+        // The parent must exist (a bug in the test otherwise).
+        self.shared.mutate(|s| {
+            s.repo_mut(parent);
+        });
+        self.add_repo(fork, RepoSpec::default());
+        self.shared
+            .mutate(|s| s.repo_mut(fork).fork_of = Some(parent.to_owned()));
+    }
+
+    /// Protects `branch` of `repo`: a merge into it needs `protection`'s
+    /// checks passed and approvals given, or GitHub answers 405.
+    pub fn protect_branch(&self, repo: &str, branch: &str, protection: Protection) {
+        self.shared.mutate(|s| {
+            s.repo_mut(repo)
+                .protections
+                .insert(branch.to_owned(), protection);
         });
     }
 
@@ -134,6 +159,13 @@ impl FakeGitHub {
     /// next [`FakeGitHub::set_mergeable_null_reads`] reads.
     pub fn open_pr(&self, repo: &str, spec: PrSpec) -> u64 {
         self.shared.mutate(|s| {
+            if let Some(fork) = &spec.head_repo {
+                let parent = s.repo_mut(fork).fork_of.clone();
+                assert!(
+                    parent.is_some_and(|p| p.eq_ignore_ascii_case(repo)),
+                    "{fork} is not a fork of {repo} (add_fork)"
+                );
+            }
             s.user_id(&spec.author);
             let id = s.new_id();
             let node_id = s.new_node_id("PR");
@@ -152,6 +184,7 @@ impl FakeGitHub {
                     author: spec.author,
                     title: spec.title,
                     head_ref: spec.head_ref,
+                    head_repo: spec.head_repo,
                     head_sha: spec.head_sha,
                     base_ref: spec.base_ref,
                     draft: spec.draft,
@@ -161,6 +194,7 @@ impl FakeGitHub {
                     mergeable_value: Some(spec.mergeable),
                     body: None,
                     null_reads_left: null_reads,
+                    protection_refusal: None,
                     created_at: now,
                     updated_at: now,
                 },
@@ -490,7 +524,7 @@ impl FakeGitHub {
             r.shas.insert(sha.to_owned());
             r.branches.insert(branch.to_owned(), sha.to_owned());
             for p in r.pulls.values_mut() {
-                if p.head_ref == branch && !p.closed && p.head_sha != sha {
+                if p.head_ref == branch && p.head_repo.is_none() && !p.closed && p.head_sha != sha {
                     p.head_sha = sha.to_owned();
                     p.null_reads_left = null_reads;
                 }
@@ -534,6 +568,7 @@ impl FakeGitHub {
                 body: p.body,
                 head_ref: p.head_ref,
                 base_ref: p.base_ref,
+                head_repo: p.head_repo.unwrap_or_else(|| repo.to_owned()),
                 author: p.author,
             }
         })

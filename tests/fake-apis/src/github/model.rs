@@ -68,6 +68,10 @@ pub struct PrSpec {
     pub title: String,
     /// The head branch.
     pub head_ref: String,
+    /// The repository the head branch is in: `None` for the PR's own, a
+    /// fork's `owner/name` (added with [`crate::FakeGitHub::add_fork`]) for
+    /// a PR from a fork.
+    pub head_repo: Option<String>,
     /// The head commit.
     pub head_sha: String,
     /// The base branch.
@@ -87,6 +91,7 @@ impl PrSpec {
             author: author.to_owned(),
             title: format!("Changes from {head_ref}"),
             head_ref: head_ref.to_owned(),
+            head_repo: None,
             head_sha: head_sha.to_owned(),
             base_ref: "main".to_owned(),
             draft: false,
@@ -100,6 +105,26 @@ impl PrSpec {
         self.draft = true;
         self
     }
+
+    /// The same PR from the branch of the same name in the fork `fork`
+    /// (`owner/name`).
+    pub fn from_fork(mut self, fork: &str) -> PrSpec {
+        self.head_repo = Some(fork.to_owned());
+        self
+    }
+}
+
+/// Branch protection of a base branch, as GitHub enforces it on merges
+/// through the API (for everyone: the fake models "Do not allow bypassing
+/// the above settings", so an admin's token gets the same 405).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Protection {
+    /// Check runs or status contexts that must have passed at the head
+    /// (`success`, `neutral` or `skipped`).
+    pub required_checks: Vec<String>,
+    /// Approving reviews needed from people with write access, whose latest
+    /// review counts; a writer's latest `CHANGES_REQUESTED` blocks.
+    pub required_approvals: u32,
 }
 
 /// What a pull request looks like now.
@@ -131,6 +156,8 @@ pub struct PrSnapshot {
     /// The head and base branches.
     pub head_ref: String,
     pub base_ref: String,
+    /// The repository the head branch is in (`owner/name`).
+    pub head_repo: String,
     /// Who opened it.
     pub author: String,
 }

@@ -72,7 +72,10 @@ pub(crate) fn create(state: &mut State, ctx: &Ctx<'_>, repo: usize) -> Outcome {
     if !r.has_branch(&base) {
         return Err(ApiError::validation("PullRequest", "base", "invalid"));
     }
-    if r.pulls.values().any(|p| p.head_ref == branch && !p.closed) {
+    if r.pulls
+        .values()
+        .any(|p| p.head_ref == branch && p.head_repo.is_none() && !p.closed)
+    {
         let mut e = ApiError::new(422, "Validation Failed");
         e.errors = Some(json!([{
             "resource": "PullRequest",
@@ -100,6 +103,7 @@ pub(crate) fn create(state: &mut State, ctx: &Ctx<'_>, repo: usize) -> Outcome {
             author,
             title,
             head_ref: branch,
+            head_repo: None,
             head_sha,
             base_ref: base,
             draft: body.get("draft").and_then(Value::as_bool).unwrap_or(false),
@@ -109,6 +113,7 @@ pub(crate) fn create(state: &mut State, ctx: &Ctx<'_>, repo: usize) -> Outcome {
             mergeable_value: Some(true),
             body: text("body"),
             null_reads_left: null_reads,
+            protection_refusal: None,
             created_at: now,
             updated_at: now,
         },
@@ -168,9 +173,15 @@ pub(crate) fn list(state: &mut State, ctx: &Ctx<'_>, repo: usize) -> Outcome {
             _ => true,
         })
         .filter(|pull| {
+            // `owner:branch` names the owner of the head's repository: a
+            // fork's PR is its owner's, not the repository's.
+            let head_owner = match &pull.head_repo {
+                Some(fork) => fork.split_once('/').map_or(fork.as_str(), |(o, _)| o),
+                None => r.owner.as_str(),
+            };
             head.as_deref().is_none_or(|h| match h.split_once(':') {
                 Some((owner, branch)) => {
-                    owner.eq_ignore_ascii_case(&r.owner) && branch == pull.head_ref
+                    owner.eq_ignore_ascii_case(head_owner) && branch == pull.head_ref
                 }
                 None => true,
             })

@@ -1,6 +1,15 @@
 //! Pull requests: get (with `mergeable` null for a few reads after a push),
-//! merge (bound to the head sha), "was it merged", reviews and review
-//! comments.
+//! merge (bound to the head sha, refused by the base's branch protection as
+//! GitHub refuses it), "was it merged", reviews and review comments.
+//!
+//! Branch protection answers a merge that does not meet it with 405 and
+//! GitHub's message: `Required status check "X" is expected.` (or `is in
+//! progress.`, `is failing.`), `At least N approving review(s) is required
+//! by reviewers with write access.`, or `Changes were requested by a
+//! reviewer with write access.` (the last wording is the fake's: GitHub's
+//! was not seen). Asking again for the same head after such a refusal, with
+//! nothing changed, is a violation: a client that loops on a 405 would
+//! spend the token's quota for an answer it has.
 
 use serde_json::{Value, json};
 
@@ -9,7 +18,7 @@ use crate::github::errors::ApiError;
 use crate::github::paging::{link, paging, slice};
 use crate::github::render;
 use crate::github::server::{Answer, Ctx, Outcome, json_body, unknown_members};
-use crate::github::state::{Merged, State};
+use crate::github::state::{Merged, Pull, Repo, State};
 
 const MERGE_DOCS: &str = "https://docs.github.com/rest/pulls/pulls#merge-a-pull-request";
 
@@ -124,6 +133,20 @@ pub(crate) fn merge(state: &mut State, ctx: &Ctx<'_>, repo: usize, number: u64) 
     if let Err(message) = allowed {
         return Err(not_mergeable(message));
     }
+    if let Some(message) = protection_refusal(&state.repos[repo], &pull) {
+        let again =
+            pull.protection_refusal.as_ref() == Some(&(pull.head_sha.clone(), message.clone()));
+        if again {
+            state.violation(format!(
+                "{}: a merge asked again after GitHub refused it ({message}), with nothing changed",
+                ctx.what()
+            ));
+        }
+        if let Some(p) = state.repos[repo].pulls.get_mut(&number) {
+            p.protection_refusal = Some((pull.head_sha.clone(), message.clone()));
+        }
+        return Err(not_mergeable(&message));
+    }
     // A merge does not wait for the background job: while `mergeable` is
     // still unknown (or false) GitHub refuses.
     let computed = if pull.null_reads_left > 0 {
@@ -156,6 +179,80 @@ pub(crate) fn merge(state: &mut State, ctx: &Ctx<'_>, repo: usize, number: u64) 
         "merged": true,
         "message": "Pull Request successfully merged",
     })))
+}
+
+/// Why the base's branch protection refuses merging `pull` now, if it does.
+fn protection_refusal(repo: &Repo, pull: &Pull) -> Option<String> {
+    let protection = repo.protections.get(&pull.base_ref)?;
+    let head = &pull.head_sha;
+    for name in &protection.required_checks {
+        let run = repo
+            .check_runs
+            .iter()
+            .filter(|c| &c.head_sha == head && &c.name == name)
+            .max_by_key(|c| c.id);
+        let status = repo
+            .statuses
+            .iter()
+            .filter(|s| &s.sha == head && &s.context == name)
+            .max_by_key(|s| s.id);
+        let state = match (run, status) {
+            (Some(c), _) if c.status != "completed" => "in progress",
+            (Some(c), _)
+                if matches!(
+                    c.conclusion.as_deref(),
+                    Some("success" | "neutral" | "skipped")
+                ) =>
+            {
+                continue;
+            }
+            (Some(_), _) => "failing",
+            (None, Some(s)) if s.state == "success" => continue,
+            (None, Some(s)) if s.state == "pending" => "in progress",
+            (None, Some(_)) => "failing",
+            (None, None) => "expected",
+        };
+        return Some(format!("Required status check \"{name}\" is {state}."));
+    }
+    // The latest verdict of each reviewer with write access.
+    let mut latest: Vec<(&str, &str)> = Vec::new();
+    for review in repo.reviews.iter().filter(|r| r.pull == pull.number) {
+        let Some(login) = review.login.as_deref() else {
+            continue;
+        };
+        let writer = matches!(
+            repo.association(Some(login)).as_str(),
+            "OWNER" | "MEMBER" | "COLLABORATOR"
+        );
+        if !writer
+            || !matches!(
+                review.state.as_str(),
+                "APPROVED" | "CHANGES_REQUESTED" | "DISMISSED"
+            )
+        {
+            continue;
+        }
+        match latest.iter_mut().find(|(who, _)| *who == login) {
+            Some(slot) => slot.1 = &review.state,
+            None => latest.push((login, &review.state)),
+        }
+    }
+    if latest
+        .iter()
+        .any(|(_, state)| *state == "CHANGES_REQUESTED")
+    {
+        return Some("Changes were requested by a reviewer with write access.".to_owned());
+    }
+    let approvals = latest.iter().filter(|(_, s)| *s == "APPROVED").count() as u32;
+    if approvals < protection.required_approvals {
+        let n = protection.required_approvals;
+        return Some(if n == 1 {
+            "At least 1 approving review is required by reviewers with write access.".to_owned()
+        } else {
+            format!("At least {n} approving reviews are required by reviewers with write access.")
+        });
+    }
+    None
 }
 
 /// `GET /repos/{o}/{r}/pulls/{n}/reviews`: chronological.

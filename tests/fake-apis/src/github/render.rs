@@ -54,6 +54,7 @@ pub(crate) fn repo(state: &mut State, api: &str, repo: &Repo) -> Value {
         "allow_merge_commit": repo.spec.allow_merge_commit,
         "allow_squash_merge": repo.spec.allow_squash_merge,
         "allow_rebase_merge": repo.spec.allow_rebase_merge,
+        "fork": repo.fork_of.is_some(),
     })
 }
 
@@ -147,6 +148,30 @@ pub(crate) fn pull(
             "repo": repo_value,
         })
     };
+    // A fork's head is its branch, its owner's and its repository's.
+    let head = match &p.head_repo {
+        None => side(&p.head_ref, &p.head_sha),
+        Some(fork) => {
+            let (fork_owner, fork_repo) = {
+                let (o, n) = fork.split_once('/').unwrap_or((fork, ""));
+                match state.repo_index(o, n) {
+                    Some(i) => {
+                        let f = state.repos[i].clone();
+                        (f.owner.clone(), repo(state, api, &f))
+                    }
+                    None => (o.to_owned(), Value::Null),
+                }
+            };
+            let fork_user = user(state, api, Some(&fork_owner));
+            json!({
+                "label": format!("{fork_owner}:{}", p.head_ref),
+                "ref": p.head_ref,
+                "sha": p.head_sha,
+                "user": fork_user,
+                "repo": fork_repo,
+            })
+        }
+    };
     json!({
         "url": format!("{api}/repos/{full}/pulls/{number}"),
         "id": p.id,
@@ -168,7 +193,7 @@ pub(crate) fn pull(
         "assignees": [],
         "requested_reviewers": [],
         "draft": p.draft,
-        "head": side(&p.head_ref, &p.head_sha),
+        "head": head,
         "base": side(&p.base_ref, &hex40(&format!("base {}", p.base_ref))),
         "author_association": r.association(Some(&p.author)),
         "auto_merge": null,

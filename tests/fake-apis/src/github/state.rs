@@ -8,7 +8,7 @@ use crate::common::clock::Clock;
 use crate::common::faults::Faults;
 use crate::common::hub::Hub;
 use crate::common::journal::{Journal, Journaled};
-use crate::github::model::{Dispatch, Fault, RepoSpec, Rerun, Route, WorkflowSpec};
+use crate::github::model::{Dispatch, Fault, Protection, RepoSpec, Rerun, Route, WorkflowSpec};
 use crate::github::quota::Quotas;
 
 /// The hub type of the fake GitHub.
@@ -23,6 +23,8 @@ pub(crate) struct Pull {
     pub author: String,
     pub title: String,
     pub head_ref: String,
+    /// The fork the head branch is in; `None`: the repository itself.
+    pub head_repo: Option<String>,
     pub head_sha: String,
     pub base_ref: String,
     pub draft: bool,
@@ -35,6 +37,8 @@ pub(crate) struct Pull {
     pub body: Option<String>,
     /// Reads left that still see `mergeable: null`.
     pub null_reads_left: u32,
+    /// The last merge branch protection refused: (head, GitHub's message).
+    pub protection_refusal: Option<(String, String)>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -165,6 +169,10 @@ pub(crate) struct Repo {
     pub branches: BTreeMap<String, String>,
     /// Logins whose relation to the repository is not `MEMBER`.
     pub associations: BTreeMap<String, String>,
+    /// The repository this one is a fork of (`owner/name`).
+    pub fork_of: Option<String>,
+    /// Protected branches.
+    pub protections: BTreeMap<String, Protection>,
 }
 
 impl Repo {
@@ -198,11 +206,13 @@ impl Repo {
         if let Some(sha) = self.branches.get(branch) {
             return Some(sha.clone());
         }
+        // A fork's branch of the same name is not this repository's.
+        let own = |p: &&Pull| p.head_ref == branch && p.head_repo.is_none();
         self.pulls
             .values()
             .rev()
-            .find(|p| p.head_ref == branch && !p.closed)
-            .or_else(|| self.pulls.values().rev().find(|p| p.head_ref == branch))
+            .find(|p| own(p) && !p.closed)
+            .or_else(|| self.pulls.values().rev().find(own))
             .map(|p| p.head_sha.clone())
     }
 
@@ -214,7 +224,7 @@ impl Repo {
             || self
                 .pulls
                 .values()
-                .any(|p| p.head_ref == branch || p.base_ref == branch)
+                .any(|p| (p.head_ref == branch && p.head_repo.is_none()) || p.base_ref == branch)
     }
 
     /// A workflow by numeric id or file name.

@@ -438,6 +438,21 @@ impl<'d> Exec<'d, '_> {
             }),
             "headRefOid" => json!(p.head_sha),
             "headRefName" => json!(p.head_ref),
+            // The fork the head is in, or the repository itself.
+            "headRepository" => {
+                let fork = p
+                    .head_repo
+                    .as_deref()
+                    .map(|f| f.split_once('/').unwrap_or((f, "")));
+                let index = match fork {
+                    None => Some(r),
+                    Some((owner, name)) => self.state.repo_index(owner, name),
+                };
+                return match index {
+                    Some(i) => Resolved::Object(Obj::Repo(i)),
+                    None => Resolved::Leaf(Value::Null),
+                };
+            }
             "baseRefName" => json!(p.base_ref),
             _ => {
                 let key = format!("threads.{}", p.node_id);

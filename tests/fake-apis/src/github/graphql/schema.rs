@@ -82,6 +82,7 @@ const PULL_REQUEST: &[FieldDef] = &[
     field("state", "PullRequestState!"),
     field("headRefOid", "GitObjectID!"),
     field("headRefName", "String!"),
+    field("headRepository", "Repository"),
     field("baseRefName", "String!"),
     FieldDef {
         name: "reviewThreads",
