@@ -370,6 +370,7 @@ async fn handle(ctx: &ChatContext<'_>, message: &InboundMessage) -> Result<Handl
         (Intent::Converse(_), false) => "conversation",
     };
     if !tx
+        .handled()
         .mark_processed(&message.identity, message.message_id, outcome)
         .await?
     {
@@ -445,21 +446,22 @@ async fn act(
         }]),
         Intent::Converse(text) => {
             // Answered by the conversation loop, outside this transaction.
-            tx.add_conversation(&crate::store::NewConversation {
-                identity: message.identity.clone(),
-                message_id: message.message_id,
-                transport: message.transport.to_string(),
-                asker_id: message.sender.user_id,
-                asker_email: message.sender.email.clone(),
-                asker_name: message.sender.full_name.clone(),
-                asker_approver: ctx
-                    .profile
-                    .is_approver(message.sender.user_id as u64, &message.sender.email),
-                to: message.reply_destination(),
-                private: message.private,
-                text: crate::runtime::posts::cap(text, 8_000),
-            })
-            .await?;
+            tx.conversations()
+                .add_conversation(&crate::store::NewConversation {
+                    identity: message.identity.clone(),
+                    message_id: message.message_id,
+                    transport: message.transport.to_string(),
+                    asker_id: message.sender.user_id,
+                    asker_email: message.sender.email.clone(),
+                    asker_name: message.sender.full_name.clone(),
+                    asker_approver: ctx
+                        .profile
+                        .is_approver(message.sender.user_id as u64, &message.sender.email),
+                    to: message.reply_destination(),
+                    private: message.private,
+                    text: crate::runtime::posts::cap(text, 8_000),
+                })
+                .await?;
             Ok(Vec::new())
         }
         Intent::Capture { title, description } => {
@@ -515,19 +517,19 @@ async fn decision_answer(
     named: Option<i64>,
 ) -> Result<String, StoreError> {
     let run = match named {
-        Some(id) => tx.run(id).await?,
+        Some(id) => tx.tasks().run(id).await?,
         None => match &message.place {
             Place::Channel { channel, topic }
                 if crate::ground::text::eq_fold(channel, &ctx.profile.executor_channel) =>
             {
-                tx.run_by_thread(topic).await?
+                tx.tasks().run_by_thread(topic).await?
             }
             _ => None,
         },
     };
     let fallback = small_talk::answer(&small_talk::SmallTalk::Decision { run: named });
     let Some(run) = run else { return Ok(fallback) };
-    let requests = tx.requests_of_run(run.id).await?;
+    let requests = tx.requests().requests_of_run(run.id).await?;
     let open: Vec<_> = requests.iter().filter(|r| r.status.is_open()).collect();
     Ok(match open.as_slice() {
         [one] => format!(
@@ -593,6 +595,7 @@ async fn enqueue_replies<'a>(
         Some(lane) if !parts.is_empty() => {
             let checked_at = std::time::Instant::now();
             let earlier = tx
+                .outbox()
                 .express_check(
                     &lane.lease,
                     &lane.owner,
@@ -625,7 +628,7 @@ async fn enqueue_replies<'a>(
         };
         match &mut express {
             Some(reserved) => {
-                let id = tx.enqueue_attempted(&new).await?;
+                let id = tx.outbox().enqueue_attempted(&new).await?;
                 reserved.lane.pending().insert(id);
                 reserved.items.push(OutboxItem {
                     id,
@@ -637,7 +640,7 @@ async fn enqueue_replies<'a>(
                 });
             }
             None => {
-                tx.enqueue(&new).await?;
+                tx.outbox().enqueue(&new).await?;
             }
         }
         count += 1;
@@ -646,15 +649,16 @@ async fn enqueue_replies<'a>(
     // under the rate limit: a reaction only acknowledges what got no reply.
     if react && count == 0 {
         let ok = replies.iter().all(|r| r.ok);
-        tx.enqueue(&NewOutboxItem {
-            identity: identity.clone(),
-            kind: OutboxKind::ReactionAdd {
-                message_id: message.message_id,
-                emoji: if ok { EMOJI_DONE } else { EMOJI_FAILED }.into(),
-            },
-            in_reply_to: None,
-        })
-        .await?;
+        tx.outbox()
+            .enqueue(&NewOutboxItem {
+                identity: identity.clone(),
+                kind: OutboxKind::ReactionAdd {
+                    message_id: message.message_id,
+                    emoji: if ok { EMOJI_DONE } else { EMOJI_FAILED }.into(),
+                },
+                in_reply_to: None,
+            })
+            .await?;
         count += 1;
     }
     Ok(Stored { count, express })
@@ -671,6 +675,7 @@ async fn apologize(
     tracing::error!(reference, message_id = message.message_id, error = %error, "command failed");
     let mut tx = ctx.store.begin_write().await?;
     if !tx
+        .handled()
         .mark_processed(&message.identity, message.message_id, "failed")
         .await?
     {

@@ -173,17 +173,17 @@ impl Daemon {
     /// it is taken, so no claim can slip between the two.
     pub async fn idle(&self) -> crate::store::Result<bool> {
         let store = &self.ctx.store;
-        let quiet = store.work_in_sight().await? == 0
-            && store.pending_count().await? == 0
-            && store.open_analyzer_jobs().await?.is_empty()
-            && store.prs_to_look_at().await? == 0
-            && store.requests_to_carry_out(1).await?.is_empty()
+        let quiet = store.claims().work_in_sight().await? == 0
+            && store.analyses().pending_count().await? == 0
+            && store.analyses().open_analyzer_jobs().await?.is_empty()
+            && store.prs().prs_to_look_at().await? == 0
+            && store.requests().requests_to_carry_out(1).await?.is_empty()
             && (self
                 .ctx
                 .eagle
                 .as_ref()
                 .is_none_or(|s| s.profile.conversation.is_none())
-                || store.pending_conversations().await? == 0);
+                || store.conversations().pending_conversations().await? == 0);
         Ok(quiet && *self.ctx.busy.borrow() == 0)
     }
 
@@ -262,6 +262,7 @@ impl Daemon {
             None => 0,
             Some(_) => match ctx
                 .store
+                .claims()
                 .runs_claimed_on(&crate::ground::host::host_id())
                 .await
             {
@@ -287,7 +288,7 @@ impl Daemon {
         identities.dedup();
         let mut undelivered = 0;
         for identity in identities {
-            match ctx.store.undelivered_count(identity).await {
+            match ctx.store.outbox().undelivered_count(identity).await {
                 Ok(n) => undelivered += n,
                 Err(error) => tracing::warn!(%error, identity, "cannot count the outbox"),
             }

@@ -10,6 +10,12 @@
 //!
 //! Migrations are embedded (`migrations/sqlite`, `migrations/postgres`) and
 //! applied when the store opens.
+//!
+//! Each table's reads and writes are reached through its handle, one file
+//! each: `store.outbox().pending(…)` on the pool, `tx.requests().record(…)`
+//! in a transaction (the handle derefs to the [`Store`] or the [`Tx`]). What
+//! `Store` and `Tx` offer themselves is only what every table shares:
+//! opening, transactions, the clock, notifying the loops.
 
 mod analysis;
 mod audit;
@@ -47,35 +53,54 @@ use sqlx::{PgPool, Sqlite, SqlitePool};
 
 use crate::ground::database_url::DatabaseUrl;
 
+// The tables' handles, one file each: `store.outbox()`, `tx.requests()`, …
+pub use analysis::{Analyses, AnalysesTx};
 pub use analysis::{Analysis, AnalyzerJob, SkipReason};
 pub use audit::{AuditEntry, NewAuditEntry};
+pub use audit::{AuditLog, AuditLogTx};
 pub use care::{PRUNE_BATCH, PruneRule, Pruned, RULES as PRUNE_RULES, RowCounts, sqlite_file};
+pub use carried::{CarriedResults, CarriedResultsTx};
 pub use claims::{Claim, ClaimLimits};
+pub use claims::{Claims, ClaimsTx};
 pub use controls::{Control, Notice};
+pub use controls::{Controls, ControlsTx};
 pub use conversations::{
     Conclusion, Conversation, ConversationStatus, NewConversation, STATUS_LINES_KEPT, StatusLine,
     TopicPost, Usage,
 };
+pub use conversations::{Conversations, ConversationsTx};
 pub use egress::{EgressRefusal, NewRefusals, OTHER_HOSTS};
+pub use egress::{EgressRefusals, EgressRefusalsTx};
 pub use fence::Fence;
 pub use gauges::Gauges;
+pub use holds::HoldsTx;
+pub use import::ImportsTx;
 pub use import::{ImportedRun, ImportedTask};
 pub use inbox::Bookmark;
+pub use inbox::{Handled, HandledTx};
+pub use intake::IntakeTx;
 pub use intake::{ExternalTask, Upserted};
 pub use leases::RUNNER_PRESENCE_PREFIX;
+pub use leases::{Leases, LeasesTx};
 pub use legacy::{LegacyDb, LegacyRun, LegacyTask};
 pub use outbox::{Destination, NewOutboxItem, OutboxHeads, OutboxItem, OutboxKind};
+pub use outbox::{Outbox, OutboxTx};
 pub use pr::{CachedAnswer, PolledPr, PrLink, PrPoll, PrSeen, short_sha};
+pub use pr::{PullRequests, PullRequestsTx};
 pub use requests::{
     Approval, MAX_REQUEST_BODY, NewRequest, Recorded, Request, RequestStatus, RequestVia,
     body_refusal, requests_summary,
 };
+pub use requests::{Requests, RequestsTx};
 pub use schema::{Migration, SchemaState};
+pub use tasks::TasksTx;
 pub use tasks::{
     NewRun, NewTask, Origin, PrWork, PrWorkSlot, Run, RunState, StatusCounts, Task, TaskStatus,
 };
 pub use transitions::{Transition, run_transition_allowed, task_transition_allowed};
+pub use transitions::{Transitions, TransitionsTx};
 pub use watch::Changes;
+pub use workers::WorkersTx;
 pub use workers::{PrOutcome, RunEnd, WorkerMirror};
 
 /// How long a SQLite writer waits for another before giving up.
@@ -237,7 +262,61 @@ macro_rules! on_tx {
         }
     };
 }
-pub(crate) use {on_pool, on_tx};
+/// A table's handle on the store: `store.outbox()` is a `Outbox<'_>`, whose
+/// methods are that table's reads and writes. It derefs to the [`Store`].
+macro_rules! store_handle {
+    ($(#[$doc:meta])* $name:ident, $accessor:ident) => {
+        $(#[$doc])*
+        pub struct $name<'s>(&'s $crate::store::Store);
+
+        impl $crate::store::Store {
+            $(#[$doc])*
+            pub fn $accessor(&self) -> $name<'_> {
+                $name(self)
+            }
+        }
+
+        impl std::ops::Deref for $name<'_> {
+            type Target = $crate::store::Store;
+
+            fn deref(&self) -> &$crate::store::Store {
+                self.0
+            }
+        }
+    };
+}
+
+/// A table's handle in a transaction: `tx.requests()` is a
+/// `RequestsTx<'_>`, whose methods are that table's reads and writes in
+/// this transaction. It derefs to the [`Tx`].
+macro_rules! tx_handle {
+    ($(#[$doc:meta])* $name:ident, $accessor:ident) => {
+        $(#[$doc])*
+        pub struct $name<'t>(&'t mut $crate::store::Tx);
+
+        impl $crate::store::Tx {
+            $(#[$doc])*
+            pub fn $accessor(&mut self) -> $name<'_> {
+                $name(self)
+            }
+        }
+
+        impl std::ops::Deref for $name<'_> {
+            type Target = $crate::store::Tx;
+
+            fn deref(&self) -> &$crate::store::Tx {
+                self.0
+            }
+        }
+
+        impl std::ops::DerefMut for $name<'_> {
+            fn deref_mut(&mut self) -> &mut $crate::store::Tx {
+                self.0
+            }
+        }
+    };
+}
+pub(crate) use {on_pool, on_tx, store_handle, tx_handle};
 
 /// A handle on the database, cheap to clone.
 #[derive(Clone)]

@@ -53,6 +53,7 @@ fn main() {
 async fn go(store: &Store) {
     let mut tx = store.begin_write().await.unwrap();
     let id = tx
+        .tasks()
         .insert_task(&NewTask {
             task_gid: format!("bench:{}", fastrand::u32(..)),
             source: "chat".into(),
@@ -62,7 +63,10 @@ async fn go(store: &Store) {
         .await
         .unwrap()
         .unwrap();
-    tx.start_run(id, "bench", "!go").await.unwrap();
+    tx.transitions()
+        .start_run(id, "bench", "!go")
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
 }
 
@@ -72,7 +76,7 @@ async fn worker_env(store: &Store) -> BTreeMap<String, String> {
     loop {
         let run = {
             let mut tx = store.begin_read().await.unwrap();
-            tx.open_runs(0, 1).await.unwrap().pop()
+            tx.tasks().open_runs(0, 1).await.unwrap().pop()
         };
         if let Some(path) = run.and_then(|r| r.log_path) {
             let log = std::fs::read_to_string(path).unwrap_or_default();
@@ -292,7 +296,7 @@ fn rss(pid: u32) -> (f64, f64) {
 /// The workers this bench started (the runner leaves them to a next runner).
 async fn kill_workers(store: &Store) {
     let mut tx = store.begin_read().await.unwrap();
-    for run in tx.open_runs(0, 100).await.unwrap() {
+    for run in tx.tasks().open_runs(0, 100).await.unwrap() {
         if let Some(pgid) = run.worker_pgid {
             let _ = eagle::ground::host::signal_group(pgid as i32, 9);
         }

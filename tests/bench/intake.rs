@@ -80,19 +80,20 @@ async fn analyzer(label: &str, postgres: Option<String>) {
         for i in 0..500 {
             let n = chunk * 500 + i;
             let platform = if n % 2 == 0 { "macos" } else { "windows" };
-            tx.upsert_external_task(
-                &eagle::store::ExternalTask {
-                    task_gid: format!("asana:{n}"),
-                    source: "O-L Backlog (Desktop Browsers)".into(),
-                    title: format!("Task {n}"),
-                    description: "The tab preview sticks after a resize.".into(),
-                    platform: Some(platform.into()),
-                    ..Default::default()
-                },
-                "bench",
-            )
-            .await
-            .unwrap();
+            tx.intake()
+                .upsert_external_task(
+                    &eagle::store::ExternalTask {
+                        task_gid: format!("asana:{n}"),
+                        source: "O-L Backlog (Desktop Browsers)".into(),
+                        title: format!("Task {n}"),
+                        description: "The tab preview sticks after a resize.".into(),
+                        platform: Some(platform.into()),
+                        ..Default::default()
+                    },
+                    "bench",
+                )
+                .await
+                .unwrap();
         }
         tx.commit().await.unwrap();
     }
@@ -171,6 +172,7 @@ async fn idle_pr() {
     // A run that reached `pr` with PR #1.
     let mut tx = store.begin_write().await.unwrap();
     let task = tx
+        .tasks()
         .insert_task(&NewTask {
             task_gid: "bench:1".into(),
             source: "chat".into(),
@@ -180,7 +182,10 @@ async fn idle_pr() {
         .await
         .unwrap()
         .unwrap();
-    tx.start_run(task, "bench", "!go").await.unwrap();
+    tx.transitions()
+        .start_run(task, "bench", "!go")
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     let limits = ClaimLimits {
         max_workers: 2,
@@ -188,23 +193,29 @@ async fn idle_pr() {
         alive_for: Duration::from_secs(60),
         cost_cap: None,
     };
-    let claim = store.claim_run("bench", &limits).await.unwrap().unwrap();
+    let claim = store
+        .claims()
+        .claim_run("bench", &limits)
+        .await
+        .unwrap()
+        .unwrap();
     let mut tx = store.begin_write().await.unwrap();
-    tx.finish_attempt(
-        &claim.fence,
-        Some(0),
-        &RunEnd::Moved {
-            to: RunState::Pr,
-            reason: "[DONE: pr_ready]".into(),
-            pr: Some(PrLink {
-                number: number as i64,
-                url: None,
-                repo: None,
-            }),
-        },
-    )
-    .await
-    .unwrap();
+    tx.workers()
+        .finish_attempt(
+            &claim.fence,
+            Some(0),
+            &RunEnd::Moved {
+                to: RunState::Pr,
+                reason: "[DONE: pr_ready]".into(),
+                pr: Some(PrLink {
+                    number: number as i64,
+                    url: None,
+                    repo: None,
+                }),
+            },
+        )
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
 
     // The client `eagle run` builds: its ETags kept in the database.
@@ -248,7 +259,7 @@ async fn idle_pr() {
     let per_poll = idle_requests as f64 / POLLS as f64;
     let run = {
         let mut tx = store.begin_read().await.unwrap();
-        tx.run(1).await.unwrap().unwrap()
+        tx.tasks().run(1).await.unwrap().unwrap()
     };
     assert_eq!(run.pr_status.as_deref(), Some("waiting for CI on 1111111"));
     println!(

@@ -391,6 +391,7 @@ async fn one_size(settings: &Settings, executors: usize) -> Row {
         let mut tx = store.begin_write().await.unwrap();
         for i in 0..settings.runs {
             let id = tx
+                .tasks()
                 .insert_task(&NewTask {
                     task_gid: format!("bench:{executors}:{i}"),
                     source: "chat".into(),
@@ -400,7 +401,10 @@ async fn one_size(settings: &Settings, executors: usize) -> Row {
                 .await
                 .unwrap()
                 .unwrap();
-            tx.start_run(id, "bench", "!go").await.unwrap();
+            tx.transitions()
+                .start_run(id, "bench", "!go")
+                .await
+                .unwrap();
         }
         tx.commit().await.unwrap();
     }

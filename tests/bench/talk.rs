@@ -79,27 +79,29 @@ async fn bench(kind: BackendKind, dir: &std::path::Path) {
     let mut through_eagle = Vec::with_capacity(QUESTIONS);
     for i in 0..QUESTIONS {
         let mut tx = store.begin_write().await.unwrap();
-        tx.add_conversation(&NewConversation {
-            identity: "eagle".into(),
-            message_id: i as i64 + 1,
-            transport: "zulip".into(),
-            asker_id: 5,
-            asker_email: "alex@example.com".into(),
-            asker_name: "Alex".into(),
-            asker_approver: true,
-            to: Destination::Channel {
-                channel: "general".into(),
-                topic: "bench".into(),
-            },
-            private: false,
-            text: "is anything waiting?".into(),
-        })
-        .await
-        .unwrap();
+        tx.conversations()
+            .add_conversation(&NewConversation {
+                identity: "eagle".into(),
+                message_id: i as i64 + 1,
+                transport: "zulip".into(),
+                asker_id: 5,
+                asker_email: "alex@example.com".into(),
+                asker_name: "Alex".into(),
+                asker_approver: true,
+                to: Destination::Channel {
+                    channel: "general".into(),
+                    topic: "bench".into(),
+                },
+                private: false,
+                text: "is anything waiting?".into(),
+            })
+            .await
+            .unwrap();
         tx.commit().await.unwrap();
         let started = Instant::now();
         let until = chrono::Utc::now() + chrono::TimeDelta::minutes(5);
         let conversation = store
+            .conversations()
             .claim_conversation("bench", until)
             .await
             .unwrap()
@@ -139,6 +141,7 @@ async fn bench(kind: BackendKind, dir: &std::path::Path) {
     through_eagle.sort();
     direct.sort();
     let usage = store
+        .conversations()
         .conversation_usage(chrono::Utc::now() - chrono::TimeDelta::days(1), None)
         .await
         .unwrap();

@@ -108,6 +108,7 @@ impl Conversations {
         let elapsed = started.elapsed();
         let mut tx = self.store.begin_write().await?;
         if !tx
+            .conversations()
             .conclude_conversation(conversation.id, &self.instance, &answered.conclusion)
             .await?
         {
@@ -115,42 +116,44 @@ impl Conversations {
             return Ok(());
         }
         let c = &answered.conclusion;
-        tx.audit(&NewAuditEntry {
-            actor: format!("eagle:{}", self.name),
-            action: "conversation.answer".into(),
-            subject: format!("message:{}", conversation.message_id),
-            decision: Some(answered.outcome.into()),
-            reason: c.reference.clone(),
-            source_message_id: Some(conversation.message_id),
-            detail: Some(
-                json!({
-                    "conversation": conversation.id,
-                    "asker": conversation.asker_id,
-                    "backend": c.backend,
-                    "model": c.model,
-                    "input_tokens": c.input_tokens,
-                    "output_tokens": c.output_tokens,
-                    "cost_usd": c.cost_usd,
-                    "tools": answered.tools,
-                    "millis": elapsed.as_millis() as u64,
-                })
-                .to_string(),
-            ),
-            ..NewAuditEntry::default()
-        })
-        .await?;
+        tx.audit_log()
+            .audit(&NewAuditEntry {
+                actor: format!("eagle:{}", self.name),
+                action: "conversation.answer".into(),
+                subject: format!("message:{}", conversation.message_id),
+                decision: Some(answered.outcome.into()),
+                reason: c.reference.clone(),
+                source_message_id: Some(conversation.message_id),
+                detail: Some(
+                    json!({
+                        "conversation": conversation.id,
+                        "asker": conversation.asker_id,
+                        "backend": c.backend,
+                        "model": c.model,
+                        "input_tokens": c.input_tokens,
+                        "output_tokens": c.output_tokens,
+                        "cost_usd": c.cost_usd,
+                        "tools": answered.tools,
+                        "millis": elapsed.as_millis() as u64,
+                    })
+                    .to_string(),
+                ),
+                ..NewAuditEntry::default()
+            })
+            .await?;
         let text = crate::ground::text::neutralize_mentions(&answered.text);
         let text =
             crate::runtime::posts::cap(&text, self.settings.max_answer_chars.min(MAX_POST_CHARS));
-        tx.enqueue(&NewOutboxItem {
-            identity: conversation.identity.clone(),
-            kind: OutboxKind::Message {
-                to: conversation.to.clone(),
-                content: text,
-            },
-            in_reply_to: Some(conversation.message_id),
-        })
-        .await?;
+        tx.outbox()
+            .enqueue(&NewOutboxItem {
+                identity: conversation.identity.clone(),
+                kind: OutboxKind::Message {
+                    to: conversation.to.clone(),
+                    content: text,
+                },
+                in_reply_to: Some(conversation.message_id),
+            })
+            .await?;
         tx.notify().await?;
         tx.commit().await?;
         tracing::info!(
@@ -169,6 +172,7 @@ impl Conversations {
         let midnight = midnight(crate::store::now());
         let mine = self
             .store
+            .conversations()
             .conversation_usage(midnight, Some(conversation.asker_id))
             .await?;
         if mine.tokens >= self.settings.user_tokens_per_day {
@@ -178,7 +182,11 @@ impl Conversations {
                 self.settings.user_tokens_per_day
             )));
         }
-        let all = self.store.conversation_usage(midnight, None).await?;
+        let all = self
+            .store
+            .conversations()
+            .conversation_usage(midnight, None)
+            .await?;
         if all.tokens >= self.settings.tokens_per_day
             || all.cost_usd >= self.settings.cost_per_day_usd
         {
@@ -373,16 +381,22 @@ impl BackgroundLoop for Conversations {
             let until = crate::store::now()
                 + chrono::TimeDelta::from_std(self.claim_span())
                     .unwrap_or(chrono::TimeDelta::minutes(5));
-            let Some(conversation) = self.store.claim_conversation(&self.instance, until).await?
+            let Some(conversation) = self
+                .store
+                .conversations()
+                .claim_conversation(&self.instance, until)
+                .await?
             else {
                 // A claim of a crashed instance runs out: look then.
-                return Ok(match self.store.next_conversation_due().await? {
-                    Some(at) => Next::After(
-                        (at - crate::store::now()).to_std().unwrap_or_default()
-                            + Duration::from_millis(10),
-                    ),
-                    None => Next::Idle,
-                });
+                return Ok(
+                    match self.store.conversations().next_conversation_due().await? {
+                        Some(at) => Next::After(
+                            (at - crate::store::now()).to_std().unwrap_or_default()
+                                + Duration::from_millis(10),
+                        ),
+                        None => Next::Idle,
+                    },
+                );
             };
             self.answer(&conversation).await?;
         }

@@ -64,13 +64,23 @@ impl Digest {
     pub async fn post_now(&self) -> Result<Option<String>, StoreError> {
         let now = crate::store::now();
         let mut tx = self.store.begin_read().await?;
-        let since = tx.cursor(CURSOR).await?.unwrap_or(now - TimeDelta::days(1));
-        let cost_then = tx.cursor_value(CURSOR).await?.unwrap_or(0.0);
+        let since = tx
+            .conversations()
+            .cursor(CURSOR)
+            .await?
+            .unwrap_or(now - TimeDelta::days(1));
+        let cost_then = tx
+            .conversations()
+            .cursor_value(CURSOR)
+            .await?
+            .unwrap_or(0.0);
         drop(tx);
         let (text, cost_now) = self.compose(since, cost_then).await?;
         let mut tx = self.store.begin_write().await?;
-        tx.set_cursor(CURSOR, now).await?;
-        tx.set_cursor_value(CURSOR, cost_now).await?;
+        tx.conversations().set_cursor(CURSOR, now).await?;
+        tx.conversations()
+            .set_cursor_value(CURSOR, cost_now)
+            .await?;
         if let Some(text) = &text {
             let to = Destination::Channel {
                 channel: self.settings.channel.clone(),
@@ -90,12 +100,12 @@ impl Digest {
         cost_then: f64,
     ) -> Result<(Option<String>, f64), StoreError> {
         let mut tx = self.store.begin_read().await?;
-        let changed = tx.runs_changed_since(since, 2000).await?;
+        let changed = tx.conversations().runs_changed_since(since, 2000).await?;
         let mut finished = Vec::new();
         for run in changed.iter().filter(|r| {
             r.state == RunState::Complete && r.completed_at.is_some_and(|at| at >= since)
         }) {
-            let task = tx.task_by_gid(&run.task_gid).await?;
+            let task = tx.tasks().task_by_gid(&run.task_gid).await?;
             let title = task
                 .as_ref()
                 .map(|t| task_label(t.id, &t.title, t.origin_private))
@@ -113,7 +123,7 @@ impl Digest {
         let mut to_go = Vec::new();
         let mut stuck = Vec::new();
         loop {
-            let tasks = tx.open_tasks(offset, 500).await?;
+            let tasks = tx.tasks().open_tasks(offset, 500).await?;
             if tasks.is_empty() {
                 break;
             }
@@ -132,7 +142,7 @@ impl Digest {
         let mut cost_now = 0.0;
         let mut held = Vec::new();
         loop {
-            let runs = tx.open_runs(offset, 500).await?;
+            let runs = tx.tasks().open_runs(offset, 500).await?;
             if runs.is_empty() {
                 break;
             }
@@ -163,11 +173,11 @@ impl Digest {
                 id = run.id
             ));
         }
-        cost_now += tx.total_worker_cost().await?;
+        cost_now += tx.conversations().total_worker_cost().await?;
         drop(tx);
         // A held run's open request is listed with the hold, once.
         let mut waits = Vec::new();
-        for request in self.store.escalated_requests(200).await? {
+        for request in self.store.requests().escalated_requests(200).await? {
             if held.contains(&request.run_id) {
                 continue;
             }
@@ -178,7 +188,11 @@ impl Digest {
                 action = one_line(&request.action, 40)
             ));
         }
-        let questions = self.store.conversation_usage(since, None).await?;
+        let questions = self
+            .store
+            .conversations()
+            .conversation_usage(since, None)
+            .await?;
         let spent = (cost_now - cost_then).max(0.0);
         let waiting = waits.len() + to_go.len();
         if finished.is_empty() && waiting == 0 && stuck.is_empty() && spent < 0.005 {
@@ -267,14 +281,14 @@ impl BackgroundLoop for Digest {
     async fn tick(&mut self, tick: &mut Tick<'_>) -> anyhow::Result<Next> {
         let now = crate::store::now();
         let mut tx = self.store.begin_read().await?;
-        let last = tx.cursor(CURSOR).await?;
+        let last = tx.conversations().cursor(CURSOR).await?;
         drop(tx);
         let Some(last) = last else {
             // A new deployment starts counting now: its first digest is the next due time.
             let mut tx = self.store.begin_write().await?;
-            tx.set_cursor(CURSOR, now).await?;
-            let cost = tx.total_worker_cost().await?;
-            tx.set_cursor_value(CURSOR, cost).await?;
+            tx.conversations().set_cursor(CURSOR, now).await?;
+            let cost = tx.conversations().total_worker_cost().await?;
+            tx.conversations().set_cursor_value(CURSOR, cost).await?;
             tx.commit().await?;
             return Ok(Next::After(
                 (self.due_after(now) - now).to_std().unwrap_or_default(),

@@ -45,25 +45,30 @@ impl Milestones {
     /// Tells what happened since the cursor; returns whether a batch was full.
     pub async fn pass(&self) -> Result<bool, StoreError> {
         let mut tx = self.store.begin_read().await?;
-        let cursor = tx.cursor(CURSOR).await?;
+        let cursor = tx.conversations().cursor(CURSOR).await?;
         drop(tx);
         let Some(cursor) = cursor else {
             // The first pass of a deployment tells nothing of the past.
             let mut tx = self.store.begin_write().await?;
-            tx.set_cursor(CURSOR, crate::store::now()).await?;
+            tx.conversations()
+                .set_cursor(CURSOR, crate::store::now())
+                .await?;
             return tx.commit().await.map(|()| false);
         };
         let mut tx = self.store.begin_read().await?;
-        let runs = tx.runs_changed_since(cursor - OVERLAP, BATCH).await?;
+        let runs = tx
+            .conversations()
+            .runs_changed_since(cursor - OVERLAP, BATCH)
+            .await?;
         drop(tx);
         let mut newest = cursor;
         for run in &runs {
             self.tell(run, None).await?;
             newest = newest.max(run.updated_at);
         }
-        for request in self.store.escalated_requests(200).await? {
+        for request in self.store.requests().escalated_requests(200).await? {
             let mut tx = self.store.begin_read().await?;
-            let run = tx.run(request.run_id).await?;
+            let run = tx.tasks().run(request.run_id).await?;
             drop(tx);
             if let Some(run) = run {
                 self.tell(&run, Some(&request)).await?;
@@ -71,7 +76,7 @@ impl Milestones {
         }
         if newest > cursor {
             let mut tx = self.store.begin_write().await?;
-            tx.set_cursor(CURSOR, newest).await?;
+            tx.conversations().set_cursor(CURSOR, newest).await?;
             tx.commit().await?;
         }
         Ok(runs.len() as i64 == BATCH && newest > cursor)
@@ -80,8 +85,8 @@ impl Milestones {
     /// Tells `run`'s milestones not told yet (or the one escalation).
     async fn tell(&self, run: &Run, escalation: Option<&Request>) -> Result<(), StoreError> {
         let mut tx = self.store.begin_read().await?;
-        let task = tx.task_by_gid(&run.task_gid).await?;
-        let told = tx.told_milestones(run.id).await?;
+        let task = tx.tasks().task_by_gid(&run.task_gid).await?;
+        let told = tx.conversations().told_milestones(run.id).await?;
         drop(tx);
         let Some(task) = task else { return Ok(()) };
         let Some(to) = crate::eagle::analyzer::origin_destination(&task) else {
@@ -104,7 +109,7 @@ impl Milestones {
         }
         let mut tx = self.store.begin_write().await?;
         for (key, line) in lines {
-            if tx.mark_milestone(run.id, &key).await? {
+            if tx.conversations().mark_milestone(run.id, &key).await? {
                 self.poster.post_to(&mut tx, to.clone(), &line).await?;
             }
         }

@@ -26,7 +26,7 @@ pub(super) async fn check(
         store.applied_migrations().await?
     );
     let week = std::time::Duration::from_secs(7 * 24 * 3600);
-    match store.given_up(&profile.name, week).await? {
+    match store.outbox().given_up(&profile.name, week).await? {
         (0, _) => println!("ok    outbox: nothing given up in the last 7 days"),
         (n, last) => println!(
             "WARN  outbox: {n} message(s) could not be delivered in the last 7 days and were given up (the last: {})",

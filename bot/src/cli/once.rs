@@ -55,7 +55,7 @@ pub(super) async fn analyze(
         let reopened = analyzer.reopen(&ids, "eagle analyze").await?;
         println!("Put {reopened} task(s) back for analysis.");
     }
-    let pending = store.pending_count().await?;
+    let pending = store.analyses().pending_count().await?;
     if pending == 0 {
         println!("Nothing is pending analysis.");
         return Ok(ExitCode::SUCCESS);

@@ -16,7 +16,7 @@ struct StoreCache(Store);
 impl EtagCache for StoreCache {
     fn get<'a>(&'a self, url: &'a str) -> CacheFuture<'a, Option<CachedResponse>> {
         Box::pin(async move {
-            match self.0.cached_answer(url).await {
+            match self.0.prs().cached_answer(url).await {
                 Ok(found) => found.map(|a| CachedResponse {
                     etag: a.etag,
                     body: a.body.into_bytes(),
@@ -41,7 +41,7 @@ impl EtagCache for StoreCache {
                 body,
                 next_page: response.next_page,
             };
-            if let Err(error) = self.0.keep_answer(url, &answer).await {
+            if let Err(error) = self.0.prs().keep_answer(url, &answer).await {
                 tracing::warn!(%error, "cannot keep a GitHub answer; the next poll costs quota");
             }
         })

@@ -84,22 +84,23 @@ impl Announce {
                 )
             };
             let mut tx = self.store.begin_write().await?;
-            let told = tx.audit_trail(&subject).await?;
+            let told = tx.audit_log().audit_trail(&subject).await?;
             if told.last().and_then(|e| e.decision.as_deref()) == Some(decision.as_str()) {
                 continue;
             }
-            tx.audit(&NewAuditEntry {
-                actor: "eagle".into(),
-                action: action.into(),
-                subject,
-                decision: Some(decision),
-                reason: Some(plugin.state.clone()),
-                plugin_name: Some(id.name.clone()),
-                plugin_version: Some(id.version.clone()),
-                plugin_hash: Some(id.sha256.clone()),
-                ..NewAuditEntry::default()
-            })
-            .await?;
+            tx.audit_log()
+                .audit(&NewAuditEntry {
+                    actor: "eagle".into(),
+                    action: action.into(),
+                    subject,
+                    decision: Some(decision),
+                    reason: Some(plugin.state.clone()),
+                    plugin_name: Some(id.name.clone()),
+                    plugin_version: Some(id.version.clone()),
+                    plugin_hash: Some(id.sha256.clone()),
+                    ..NewAuditEntry::default()
+                })
+                .await?;
             let owner = self
                 .people
                 .owner_of(None)

@@ -224,14 +224,14 @@ impl Analyzer {
         let shutdown = &tick.stop().clone();
         // Woken by every change of the database: one query says whether
         // there is anything to do.
-        if self.store.analyzer_work().await? == 0 {
+        if self.store.analyses().analyzer_work().await? == 0 {
             return Ok(PassSummary::default());
         }
         self.start_jobs().await?;
         let mut total = PassSummary::default();
         let mut summarised = PassSummary::default();
         loop {
-            let tasks = self.store.pending_tasks(BATCH).await?;
+            let tasks = self.store.analyses().pending_tasks(BATCH).await?;
             if tasks.is_empty() {
                 break;
             }
@@ -303,7 +303,7 @@ impl Analyzer {
     /// re-analysis puts the tasks back (quietly: they are summarised when
     /// all are through), all in one transaction with its answer.
     async fn start_jobs(&self) -> crate::store::Result<()> {
-        for job in self.store.open_analyzer_jobs().await? {
+        for job in self.store.analyses().open_analyzer_jobs().await? {
             if job.reopened.is_some() {
                 continue;
             }
@@ -315,7 +315,7 @@ impl Analyzer {
             };
             let mut tx = self.store.begin_write().await?;
             if !job.reanalyze || ids.is_empty() {
-                if !tx.finish_analyzer_job(job.id).await? {
+                if !tx.analyses().finish_analyzer_job(job.id).await? {
                     continue;
                 }
                 let text = format!(
@@ -333,11 +333,15 @@ impl Analyzer {
             }
             let mut reopened = Vec::with_capacity(ids.len());
             for id in &ids {
-                if tx.reopen_for_analysis(*id, &job.requested_by, true).await? {
+                if tx
+                    .analyses()
+                    .reopen_for_analysis(*id, &job.requested_by, true)
+                    .await?
+                {
                     reopened.push(*id);
                 }
             }
-            if !tx.set_job_reopened(job.id, &reopened).await? {
+            if !tx.analyses().set_job_reopened(job.id, &reopened).await? {
                 // Another analyzer took it up: this transaction goes.
                 continue;
             }
@@ -354,9 +358,9 @@ impl Analyzer {
     /// Ends the re-analyses whose tasks are all concluded, each with one
     /// summary where it was asked for.
     async fn finish_jobs(&self) -> crate::store::Result<()> {
-        for job in self.store.open_analyzer_jobs().await? {
+        for job in self.store.analyses().open_analyzer_jobs().await? {
             let Some(ids) = &job.reopened else { continue };
-            let statuses = self.store.task_statuses(ids).await?;
+            let statuses = self.store.analyses().task_statuses(ids).await?;
             if statuses.iter().any(|(_, s)| *s == TaskStatus::Pending) {
                 continue;
             }
@@ -373,7 +377,7 @@ impl Analyzer {
                 channel: self.poster.channel.clone(),
             };
             let mut tx = self.store.begin_write().await?;
-            if !tx.finish_analyzer_job(job.id).await? {
+            if !tx.analyses().finish_analyzer_job(job.id).await? {
                 continue;
             }
             poster
@@ -444,7 +448,11 @@ impl Analyzer {
     ) -> crate::store::Result<Option<(TaskStatus, Told)>> {
         match verdict {
             Verdict::Skip(reasons) => {
-                if !tx.record_filter_skip(task.id, reasons, ACTOR).await? {
+                if !tx
+                    .analyses()
+                    .record_filter_skip(task.id, reasons, ACTOR)
+                    .await?
+                {
                     return Ok(None);
                 }
                 let told = self.tell(tx, task, &skip_text(task, reasons)).await?;
@@ -456,7 +464,11 @@ impl Analyzer {
                     reason: "kept by the filters (no analysis command is configured)".into(),
                     ..Analysis::default()
                 };
-                if !tx.record_analysis(task.id, &analysis, ACTOR).await? {
+                if !tx
+                    .analyses()
+                    .record_analysis(task.id, &analysis, ACTOR)
+                    .await?
+                {
                     return Ok(None);
                 }
                 // The task simply waits for an approver's `!go`, which its
@@ -482,7 +494,11 @@ impl Analyzer {
         let analysis = self.run_command(command, task).await;
         let status = analysis.status.unwrap_or(TaskStatus::ForReview);
         let mut tx = self.store.begin_write().await?;
-        if !tx.record_analysis(task.id, &analysis, ACTOR).await? {
+        if !tx
+            .analyses()
+            .record_analysis(task.id, &analysis, ACTOR)
+            .await?
+        {
             return Ok(None);
         }
         let told = self
@@ -531,7 +547,7 @@ impl Analyzer {
         text: &str,
     ) -> crate::store::Result<Told> {
         if task.quiet_analysis {
-            tx.clear_quiet(task.id).await?;
+            tx.analyses().clear_quiet(task.id).await?;
             return Ok(Told::Quiet);
         }
         let Some(to) = origin_destination(task) else {
@@ -560,7 +576,7 @@ impl Analyzer {
         for chunk in ids.chunks(200) {
             let mut tx = self.store.begin_write().await?;
             for id in chunk {
-                if tx.reopen_for_analysis(*id, actor, true).await? {
+                if tx.analyses().reopen_for_analysis(*id, actor, true).await? {
                     reopened += 1;
                 }
             }
@@ -599,7 +615,7 @@ pub async fn reanalysis_candidates(
     let mut total = 0;
     let mut after = 0;
     loop {
-        let tasks = store.skipped_tasks(after, 500).await?;
+        let tasks = store.analyses().skipped_tasks(after, 500).await?;
         let Some(last) = tasks.last() else { break };
         after = last.id;
         for task in &tasks {

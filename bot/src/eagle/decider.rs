@@ -87,7 +87,7 @@ pub struct Decider {
 impl Decider {
     /// One pass over everything waiting for Eagle.
     pub async fn sweep(&self) -> Result<Sweep, StoreError> {
-        let pending = self.store.pending_requests(BATCH).await?;
+        let pending = self.store.requests().pending_requests(BATCH).await?;
         let more = pending.len() as i64 == BATCH;
         for request in pending {
             let span = tracing::info_span!("request", run = request.run_id, request = request.id);
@@ -139,6 +139,7 @@ impl Decider {
                     .unwrap_or(chrono::TimeDelta::days(1))
         });
         let Some(decided) = tx
+            .requests()
             .decide_request(
                 request.id,
                 status,
@@ -152,12 +153,13 @@ impl Decider {
             // Another instance or a human decided first.
             return Ok(());
         };
-        tx.audit(&decision.audit_entry(
-            &format!("request:{}", request.id),
-            &request.params_hash,
-            None,
-        ))
-        .await?;
+        tx.audit_log()
+            .audit(&decision.audit_entry(
+                &format!("request:{}", request.id),
+                &request.params_hash,
+                None,
+            ))
+            .await?;
         let owner = self.people.owner_of(task.as_ref());
         let plugin = decision.decided_by.as_ref().map_or_else(
             || "no plugin decided".to_string(),
@@ -177,7 +179,8 @@ impl Decider {
                 text
             }
             _ => {
-                tx.set_waiting_on(run.id, Some(&self.people.owner_label(task.as_ref())), None)
+                tx.holds()
+                    .set_waiting_on(run.id, Some(&self.people.owner_label(task.as_ref())), None)
                     .await?;
                 escalation_text(
                     &head,
@@ -206,7 +209,7 @@ impl Decider {
     /// that decision (an approval once). Returns whether it did.
     async fn decide_by_binding(&self, request: &Request, run: &Run) -> Result<bool, StoreError> {
         let mut tx = self.store.begin_write().await?;
-        let Some(bound) = tx.bind_to_human_decision(request).await? else {
+        let Some(bound) = tx.requests().bind_to_human_decision(request).await? else {
             return Ok(false);
         };
         let earlier = bound.bound_to.unwrap_or_default();
@@ -227,16 +230,16 @@ impl Decider {
 
     async fn run_and_task(&self, run_id: i64) -> Result<(Option<Run>, Option<Task>), StoreError> {
         let mut tx = self.store.begin_read().await?;
-        let Some(run) = tx.run(run_id).await? else {
+        let Some(run) = tx.tasks().run(run_id).await? else {
             return Ok((None, None));
         };
-        let task = tx.task_by_gid(&run.task_gid).await?;
+        let task = tx.tasks().task_by_gid(&run.task_gid).await?;
         Ok((Some(run), task))
     }
 
     /// Posts what runners left for a human, with the @-mention.
     async fn post_notices(&self) -> Result<(), StoreError> {
-        for notice in self.store.unposted_notices(BATCH).await? {
+        for notice in self.store.controls().unposted_notices(BATCH).await? {
             let (run, task) = self.run_and_task(notice.run_id).await?;
             let Some(run) = run else { continue };
             let owner = self
@@ -288,7 +291,7 @@ impl Decider {
                 ),
             };
             let mut tx = self.store.begin_write().await?;
-            if !tx.mark_notice_posted(notice.id).await? {
+            if !tx.controls().mark_notice_posted(notice.id).await? {
                 continue;
             }
             self.poster.post(&mut tx, &run.topic(), &text).await?;
@@ -305,7 +308,7 @@ impl Decider {
         let remind_after = chrono::TimeDelta::from_std(self.settings.reminder_after)
             .unwrap_or(chrono::TimeDelta::hours(2));
         let mut next: Option<chrono::DateTime<chrono::Utc>> = None;
-        for request in self.store.escalated_requests(200).await? {
+        for request in self.store.requests().escalated_requests(200).await? {
             let remind_at = request
                 .escalated_at
                 .filter(|_| request.reminded_at.is_none())
@@ -324,17 +327,17 @@ impl Decider {
             if expired {
                 let ttl = humantime::format_duration(self.settings.approval_ttl);
                 let reason = format!("nobody answered within {ttl}");
-                let Some(gone) = tx.expire_request(request.id, &reason).await? else {
+                let Some(gone) = tx.requests().expire_request(request.id, &reason).await? else {
                     continue;
                 };
-                tx.settle_waiting(run.id).await?;
+                tx.holds().settle_waiting(run.id).await?;
                 let text = format!(
                     "[EXPIRED: {}] run:{} req:{} {reason}; the worker is told when it resumes.",
                     gone.action, run.id, gone.id
                 );
                 self.poster.post(&mut tx, &run.topic(), &text).await?;
             } else {
-                if !tx.mark_reminded(request.id).await? {
+                if !tx.requests().mark_reminded(request.id).await? {
                     continue;
                 }
                 let owner = self

@@ -208,7 +208,7 @@ impl Intake {
         for chunk in tasks.chunks(CHUNK) {
             let mut tx = self.store.begin_write().await?;
             for task in chunk {
-                match tx.upsert_external_task(task, ACTOR).await? {
+                match tx.intake().upsert_external_task(task, ACTOR).await? {
                     Upserted::Created(_) => summary.created += 1,
                     Upserted::Updated(_) => summary.updated += 1,
                     Upserted::Unchanged(_) => summary.unchanged += 1,
@@ -221,7 +221,7 @@ impl Intake {
         // failed is read in full next time.
         if summary.failed.is_empty() {
             let mut tx = self.store.begin_write().await?;
-            tx.set_imported_at(IMPORT, started, ACTOR).await?;
+            tx.intake().set_imported_at(IMPORT, started, ACTOR).await?;
             tx.commit().await?;
         }
         Ok(summary)

@@ -238,11 +238,11 @@ pub async fn import(
                 .task_mapped
                 .entry(mapped.status.as_str())
                 .or_default() += 1;
-            let there = tx.has_task(&mapped.task_gid).await?;
+            let there = tx.imports().has_task(&mapped.task_gid).await?;
             if there {
                 report.tasks_there += 1;
             } else if !dry_run {
-                match tx.import_task(&mapped).await? {
+                match tx.imports().import_task(&mapped).await? {
                     Some(_) => report.tasks_new += 1,
                     None => report.tasks_there += 1,
                 }
@@ -276,7 +276,9 @@ pub async fn import(
                     continue;
                 }
             };
-            if !gids.contains_key(&mapped.task_gid) && !tx.has_task(&mapped.task_gid).await? {
+            if !gids.contains_key(&mapped.task_gid)
+                && !tx.imports().has_task(&mapped.task_gid).await?
+            {
                 report
                     .unmapped
                     .entry("run whose task is not imported".into())
@@ -288,7 +290,7 @@ pub async fn import(
             if dry_run {
                 continue;
             }
-            match tx.import_run(&mapped).await? {
+            match tx.imports().import_run(&mapped).await? {
                 Some(_) => report.runs_new += 1,
                 None => report.runs_there += 1,
             }
@@ -300,18 +302,19 @@ pub async fn import(
     }
     if !dry_run && (report.tasks_new > 0 || report.runs_new > 0) {
         let mut tx = store.begin_write().await?;
-        tx.audit(&NewAuditEntry {
-            actor: "eagle import".into(),
-            action: format!("import.{SYSTEM}"),
-            subject: format!("import:{SYSTEM}"),
-            decision: Some(format!(
-                "{} task(s), {} run(s) imported",
-                report.tasks_new, report.runs_new
-            )),
-            reason: Some(format!("from {}", old.shown())),
-            ..NewAuditEntry::default()
-        })
-        .await?;
+        tx.audit_log()
+            .audit(&NewAuditEntry {
+                actor: "eagle import".into(),
+                action: format!("import.{SYSTEM}"),
+                subject: format!("import:{SYSTEM}"),
+                decision: Some(format!(
+                    "{} task(s), {} run(s) imported",
+                    report.tasks_new, report.runs_new
+                )),
+                reason: Some(format!("from {}", old.shown())),
+                ..NewAuditEntry::default()
+            })
+            .await?;
         tx.commit().await?;
     }
     Ok(report)

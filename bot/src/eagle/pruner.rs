@@ -46,7 +46,7 @@ impl BackgroundLoop for Pruner {
         let now = crate::store::now();
         let every = chrono::TimeDelta::from_std(EVERY).unwrap_or(chrono::TimeDelta::days(1));
         let mut tx = self.store.begin_read().await?;
-        let last = tx.cursor(CURSOR).await?;
+        let last = tx.conversations().cursor(CURSOR).await?;
         drop(tx);
         if let Some(last) = last
             && last + every > now
@@ -60,7 +60,7 @@ impl BackgroundLoop for Pruner {
             now - chrono::TimeDelta::from_std(self.keep).unwrap_or(chrono::TimeDelta::days(90));
         let pruned = self.store.prune_older_than(cut, false).await?;
         let mut tx = self.store.begin_write().await?;
-        tx.set_cursor(CURSOR, now).await?;
+        tx.conversations().set_cursor(CURSOR, now).await?;
         tx.commit().await?;
         for table in pruned.iter().filter(|p| p.rows > 0) {
             tracing::info!(

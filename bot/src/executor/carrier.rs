@@ -147,7 +147,7 @@ impl Carrier {
     /// were settled.
     pub async fn sweep(&mut self, tick: &mut Tick<'_>) -> Result<usize, StoreError> {
         let mut settled = 0;
-        for request in self.store.requests_to_carry_out(BATCH).await? {
+        for request in self.store.requests().requests_to_carry_out(BATCH).await? {
             if self.put_off(request.id) {
                 continue;
             }
@@ -159,6 +159,7 @@ impl Carrier {
             }
             if !self
                 .store
+                .requests()
                 .claim_carry_out(request.id, &self.instance, CARRY_CLAIM)
                 .await?
             {
@@ -166,7 +167,7 @@ impl Carrier {
             }
             let run = {
                 let mut tx = self.store.begin_read().await?;
-                tx.run(request.run_id).await?
+                tx.tasks().run(request.run_id).await?
             };
             let Some(run) = run else { continue };
             let outcome = if matches!(run.state, RunState::Cancelled | RunState::Abandoned) {
@@ -208,10 +209,16 @@ impl Carrier {
             let done = !matches!(outcome, Outcome::Refused(_) | Outcome::Blocked(_));
             self.later.remove(&request.id);
             let mut tx = self.store.begin_write().await?;
-            if tx.record_carried_out(request.id, text, done).await? {
+            if tx
+                .requests()
+                .record_carried_out(request.id, text, done)
+                .await?
+            {
                 if let Some(carried) = done_with {
                     let json = serde_json::to_string(carried).unwrap_or_default();
-                    tx.record_carried_result(request.id, &json).await?;
+                    tx.carried()
+                        .record_carried_result(request.id, &json)
+                        .await?;
                 }
                 if let (Outcome::Carried(_, carried), "open_draft_pr") =
                     (&outcome, request.action.as_str())
@@ -222,11 +229,11 @@ impl Carrier {
                         url: carried.url.clone(),
                         repo: self.github.as_ref().map(|(_, s)| s.repo.to_string()),
                     };
-                    tx.record_pr_link(run.id, &link).await?;
+                    tx.prs().record_pr_link(run.id, &link).await?;
                     // Known before the PR loop looks: an escalated merge
                     // says at once that the PR is a draft.
                     if let Some(draft) = carried.draft {
-                        tx.set_pr_draft(run.id, draft).await?;
+                        tx.prs().set_pr_draft(run.id, draft).await?;
                     }
                 }
                 let line = format!(
@@ -239,12 +246,13 @@ impl Carrier {
                 // Recorded once, so told once: the owner hears it with an
                 // @-mention (the decider posts notices).
                 if let Outcome::Blocked(text) = &outcome {
-                    tx.insert_notice(
-                        run.id,
-                        "carry_blocked",
-                        &format!("{text} (req:{})", request.id),
-                    )
-                    .await?;
+                    tx.controls()
+                        .insert_notice(
+                            run.id,
+                            "carry_blocked",
+                            &format!("{text} (req:{})", request.id),
+                        )
+                        .await?;
                 }
                 tx.commit().await?;
                 settled += 1;
@@ -265,7 +273,7 @@ impl Carrier {
             return Ok(());
         }
         let mut tx = self.store.begin_write().await?;
-        if tx.record_carry_waiting(request.id, text).await? {
+        if tx.requests().record_carry_waiting(request.id, text).await? {
             let line = format!(
                 "{} (run:{} req:{})",
                 neutralize_mentions(&one_line(text, 400)),

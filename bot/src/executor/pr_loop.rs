@@ -136,11 +136,11 @@ impl PrLoop {
     /// Polls every watched run that is due, while this instance leads.
     /// Returns how long until the next one is due.
     async fn poll_due(&mut self, tick: &mut Tick<'_>) -> Result<Duration, StoreError> {
-        let runs = self.store.runs_to_watch(BATCH).await?;
+        let runs = self.store.prs().runs_to_watch(BATCH).await?;
         let Some(watcher) = &self.github else {
             for run in runs.iter().filter(|r| r.state == RunState::Pr) {
                 if run.pr_status.as_deref() != Some(NO_GITHUB) {
-                    self.store.set_pr_status(run.id, NO_GITHUB).await?;
+                    self.store.prs().set_pr_status(run.id, NO_GITHUB).await?;
                 }
             }
             return Ok(Duration::from_secs(3600));
@@ -174,7 +174,7 @@ impl PrLoop {
                         "cannot read its PR from GitHub: {}",
                         one_line(&error.to_string(), 300)
                     );
-                    self.store.set_pr_status(run.id, &status).await?;
+                    self.store.prs().set_pr_status(run.id, &status).await?;
                     if let Some(wait) = error.retry_after() {
                         // A rate limit is the token's: every PR waits it out.
                         self.paused = Some(tokio::time::Instant::now() + wait);
@@ -189,7 +189,7 @@ impl PrLoop {
     async fn owner_label(&self, run: &Run) -> String {
         let task = async {
             let mut tx = self.store.begin_read().await.ok()?;
-            tx.task_by_gid(&run.task_gid).await.ok()?
+            tx.tasks().task_by_gid(&run.task_gid).await.ok()?
         };
         self.people.owner_label(task.await.as_ref())
     }

@@ -297,6 +297,7 @@ impl Runner {
             let claimed = self
                 .shared
                 .store
+                .claims()
                 .claim_run(&self.shared.instance, &self.shared.limits())
                 .await
                 .context("cannot claim runs")?;
@@ -334,6 +335,7 @@ impl Runner {
         if let Err(error) = self
             .shared
             .store
+            .leases()
             .acquire_lease(&name, &self.shared.instance, PRESENCE)
             .await
         {
@@ -345,7 +347,7 @@ impl Runner {
     /// to follow their live workers again or to record how they ended.
     async fn adopt(&mut self, stop: &CancellationToken) {
         let shared = Arc::clone(&self.shared);
-        let runs = match shared.store.runs_claimed_on(&shared.host).await {
+        let runs = match shared.store.claims().runs_claimed_on(&shared.host).await {
             Ok(runs) => runs,
             Err(error) => {
                 tracing::error!(%error, "cannot list the runs claimed on this host");
@@ -362,6 +364,7 @@ impl Runner {
             let fence = async {
                 let mut tx = shared.store.begin_write().await?;
                 let fence = tx
+                    .claims()
                     .adopt_run(&run, &shared.instance, &shared.limits())
                     .await?;
                 tx.commit().await?;
@@ -447,6 +450,7 @@ impl BackgroundLoop for Runner {
         let _ = self
             .shared
             .store
+            .leases()
             .release_lease(&self.presence(), &self.shared.instance)
             .await;
     }

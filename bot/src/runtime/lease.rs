@@ -66,13 +66,14 @@ impl Lease {
             return Ok(true);
         }
         let mut held = store
+            .leases()
             .acquire_lease(&self.name, &self.instance, self.ttl)
             .await?;
         // Lease owners are named by host (boot id and PID namespace), pid
         // and start time: a holder in another container, even with the
         // same pid, is not taken for dead.
         if !held
-            && let Some(owner) = store.lease_owner(&self.name).await?
+            && let Some(owner) = store.leases().lease_owner(&self.name).await?
             && owner != self.instance
             && crate::ground::host::holder_is_dead(&owner)
         {
@@ -82,8 +83,9 @@ impl Lease {
                 "the previous {} died; taking over its lease",
                 self.role
             );
-            store.release_lease(&self.name, &owner).await?;
+            store.leases().release_lease(&self.name, &owner).await?;
             held = store
+                .leases()
                 .acquire_lease(&self.name, &self.instance, self.ttl)
                 .await?;
         }
@@ -96,6 +98,7 @@ impl Lease {
     /// stops if the lease went elsewhere meanwhile.
     pub async fn renew(&mut self, store: &Store) -> Result<bool> {
         let held = store
+            .leases()
             .acquire_lease(&self.name, &self.instance, self.ttl)
             .await?;
         self.renewed = held.then(Instant::now);
@@ -127,7 +130,11 @@ impl Lease {
     /// Gives the lease up (at shutdown, or after a one-off pass).
     pub async fn release(&mut self, store: &Store) {
         self.renewed = None;
-        if let Err(error) = store.release_lease(&self.name, &self.instance).await {
+        if let Err(error) = store
+            .leases()
+            .release_lease(&self.name, &self.instance)
+            .await
+        {
             tracing::warn!(%error, lease = %self.name, "cannot give a lease up; it expires by itself");
         }
     }
@@ -174,7 +181,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = store(&dir).await;
         let dead = format!("{}#{}#1", crate::ground::host::host_id(), i32::MAX - 1);
-        assert!(store.acquire_lease("loop", &dead, TTL).await.unwrap());
+        assert!(
+            store
+                .leases()
+                .acquire_lease("loop", &dead, TTL)
+                .await
+                .unwrap()
+        );
         let mut lease = Lease::new("loop", crate::ground::host::instance_name(), TTL)
             .renewing_every(Duration::from_secs(5))
             .holder_called("sender");
@@ -182,16 +195,18 @@ mod tests {
         assert!(!lease.renew(&store).await.unwrap());
         assert!(lease.hold(&store).await.unwrap());
         assert_eq!(
-            store.lease_owner("loop").await.unwrap(),
+            store.leases().lease_owner("loop").await.unwrap(),
             Some(crate::ground::host::instance_name())
         );
         // Another host's holder is never taken for dead.
         store
+            .leases()
             .release_lease("loop", &crate::ground::host::instance_name())
             .await
             .unwrap();
         assert!(
             store
+                .leases()
                 .acquire_lease("loop", "other-host/1#12#34", TTL)
                 .await
                 .unwrap()

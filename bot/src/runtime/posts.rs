@@ -41,6 +41,7 @@ impl Poster {
     pub async fn post_to(&self, tx: &mut Tx, to: Destination, content: &str) -> Result<i64> {
         let content = cap(content, MAX_POST_CHARS);
         let id = tx
+            .outbox()
             .enqueue(&NewOutboxItem {
                 identity: self.identity.clone(),
                 kind: OutboxKind::Message { to, content },

@@ -6,7 +6,19 @@
 //! its details in the same transaction.
 
 use super::tasks::{TASK_COLUMNS, TaskStatus, sql};
-use super::{QueryContext, Result, Store, StoreError, Task, Tx, on_pool, on_tx};
+use super::{QueryContext, Result, StoreError, Task, Tx, on_pool, on_tx};
+
+super::store_handle!(
+    /// The analyzer's reads and writes: tasks pending analysis, their analyses, the analyzer's jobs: `store.analyses()`.
+    Analyses,
+    analyses
+);
+
+super::tx_handle!(
+    /// The analyzer's reads and writes: tasks pending analysis, their analyses, the analyzer's jobs, in a transaction: `tx.analyses()`.
+    AnalysesTx,
+    analyses
+);
 
 /// One filter's reason to skip a task.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -31,7 +43,7 @@ pub struct Analysis {
     pub reason: String,
 }
 
-impl Store {
+impl Analyses<'_> {
     /// Tasks waiting for analysis, oldest first.
     pub async fn pending_tasks(&self, limit: i64) -> Result<Vec<Task>> {
         let query = sql(&[
@@ -80,7 +92,7 @@ impl Store {
     }
 }
 
-impl Tx {
+impl AnalysesTx<'_> {
     /// A filter skipped a pending task: every reason is kept. False if the
     /// task is no longer pending (someone else concluded first).
     pub async fn record_filter_skip(
@@ -205,7 +217,9 @@ impl Tx {
         .op("clearing a task's re-analysis mark")?;
         Ok(())
     }
+}
 
+impl Tx {
     async fn conclude(
         &mut self,
         id: i64,
@@ -232,7 +246,11 @@ impl Tx {
             Some(task) if task.status == from => {}
             _ => return Ok(false),
         }
-        match self.transition_task(id, to, actor, reason).await {
+        match self
+            .transitions()
+            .transition_task(id, to, actor, reason)
+            .await
+        {
             Ok(()) => Ok(true),
             // Changed between the read and the write (PostgreSQL).
             Err(StoreError::IllegalTransition { .. }) => Ok(false),
@@ -266,7 +284,7 @@ type JobRow = (
     Option<String>,
 );
 
-impl Tx {
+impl AnalysesTx<'_> {
     /// Asks the analyzer to count (or, with `reanalyze`, put back) the
     /// skipped tasks the current filters would keep, answering at `reply_to`.
     pub async fn request_analyzer_job(
@@ -303,18 +321,19 @@ impl Tx {
             .await
         })
         .op("asking the analyzer")?;
-        self.audit(&super::NewAuditEntry {
-            actor: requested_by.to_string(),
-            action: if reanalyze {
-                "analyzer.reanalyze"
-            } else {
-                "analyzer.count"
-            }
-            .into(),
-            subject: format!("analyzer_job:{id}"),
-            ..super::NewAuditEntry::default()
-        })
-        .await?;
+        self.audit_log()
+            .audit(&super::NewAuditEntry {
+                actor: requested_by.to_string(),
+                action: if reanalyze {
+                    "analyzer.reanalyze"
+                } else {
+                    "analyzer.count"
+                }
+                .into(),
+                subject: format!("analyzer_job:{id}"),
+                ..super::NewAuditEntry::default()
+            })
+            .await?;
         self.notify().await?;
         Ok(id)
     }
@@ -353,7 +372,7 @@ impl Tx {
     }
 }
 
-impl Store {
+impl Analyses<'_> {
     /// The analyzer's open jobs, oldest first.
     pub async fn open_analyzer_jobs(&self) -> Result<Vec<AnalyzerJob>> {
         let rows: Vec<JobRow> = on_pool!(self, pool => {

@@ -5,7 +5,19 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{QueryContext, Result, Store, Tx, on_tx};
+use super::{QueryContext, Result, on_tx};
+
+super::store_handle!(
+    /// The append-only audit log: `store.audit_log()`.
+    AuditLog,
+    audit_log
+);
+
+super::tx_handle!(
+    /// The append-only audit log, in a transaction: `tx.audit_log()`.
+    AuditLogTx,
+    audit_log
+);
 
 /// An entry to append.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,7 +58,7 @@ pub struct AuditEntry {
     pub detail: String,
 }
 
-impl Tx {
+impl AuditLogTx<'_> {
     /// Appends an entry; returns its id.
     pub async fn audit(&mut self, entry: &NewAuditEntry) -> Result<i64> {
         let now = super::now();
@@ -75,11 +87,11 @@ impl Tx {
     }
 }
 
-impl Store {
+impl AuditLog<'_> {
     /// Appends an entry in a transaction of its own.
     pub async fn audit(&self, entry: &NewAuditEntry) -> Result<i64> {
         let mut tx = self.begin_write().await?;
-        let id = tx.audit(entry).await?;
+        let id = tx.audit_log().audit(entry).await?;
         tx.commit().await?;
         Ok(id)
     }
@@ -87,11 +99,11 @@ impl Store {
     /// The entries about a subject, oldest first.
     pub async fn audit_trail(&self, subject: &str) -> Result<Vec<AuditEntry>> {
         let mut tx = self.begin_read().await?;
-        tx.audit_trail(subject).await
+        tx.audit_log().audit_trail(subject).await
     }
 }
 
-impl Tx {
+impl AuditLogTx<'_> {
     /// The entries about a subject, oldest first.
     pub async fn audit_trail(&mut self, subject: &str) -> Result<Vec<AuditEntry>> {
         on_tx!(self, conn => {

@@ -3,9 +3,21 @@
 //! a push, a PR opened, a comment posted, a merge, beside the request's
 //! `carried_out` sentence.
 
-use super::{QueryContext, Result, Store, Tx, on_pool, on_tx};
+use super::{QueryContext, Result, on_pool, on_tx};
 
-impl Tx {
+super::store_handle!(
+    /// What Eagle carried out for a worker, as the worker learns it: `store.carried()`.
+    CarriedResults,
+    carried
+);
+
+super::tx_handle!(
+    /// What Eagle carried out for a worker, as the worker learns it, in a transaction: `tx.carried()`.
+    CarriedResultsTx,
+    carried
+);
+
+impl CarriedResultsTx<'_> {
     /// Keeps the result of an effect carried out for request `id` (in the
     /// transaction that records it as carried out).
     pub async fn record_carried_result(&mut self, id: i64, result: &str) -> Result<()> {
@@ -22,7 +34,7 @@ impl Tx {
     }
 }
 
-impl Store {
+impl CarriedResults<'_> {
     /// The result kept for request `id`, if it was carried out with one.
     pub async fn carried_result(&self, id: i64) -> Result<Option<String>> {
         on_pool!(self, pool => {

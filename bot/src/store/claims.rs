@@ -9,11 +9,21 @@ use chrono::{DateTime, Utc};
 use super::fence::{Fence, fenced, fenced_update};
 use super::tasks::{RUN_COLUMNS, sql};
 use super::transitions::state_change_entry;
-use super::{
-    NewAuditEntry, QueryContext, Result, Run, RunState, Store, StoreError, Tx, delta, on_tx,
-};
+use super::{NewAuditEntry, QueryContext, Result, Run, RunState, StoreError, Tx, delta, on_tx};
 
 use RunState as R;
+
+super::store_handle!(
+    /// Claims: a runner's hold on a run and a worker slot: `store.claims()`.
+    Claims,
+    claims
+);
+
+super::tx_handle!(
+    /// Claims: a runner's hold on a run and a worker slot, in a transaction: `tx.claims()`.
+    ClaimsTx,
+    claims
+);
 
 /// The runs a runner may claim now (`$1`: now): queued, resumable, or in
 /// `pr` with PR work asked for; not held; no live claim and no worker that
@@ -49,7 +59,7 @@ pub struct Claim {
     pub from: RunState,
 }
 
-impl Tx {
+impl ClaimsTx<'_> {
     /// How many global worker slots are held now.
     pub async fn busy_slots(&mut self) -> Result<i64> {
         let now = self.clock().await?;
@@ -64,6 +74,73 @@ impl Tx {
         .op("counting busy worker slots")
     }
 
+    /// Takes over a run whose previous runner (on this host) is gone and
+    /// whose worker this runner re-adopts or rescues. Returns the new fence.
+    pub async fn adopt_run(
+        &mut self,
+        run: &Run,
+        owner: &str,
+        limits: &ClaimLimits,
+    ) -> Result<Option<Fence>> {
+        // Fenced by the claim it takes over: a runner that took the run
+        // meanwhile keeps it.
+        let Some(holder) = run.lease_owner.clone() else {
+            return Ok(None);
+        };
+        let previous = Fence {
+            run: run.id,
+            owner: holder,
+            attempt: run.attempt,
+        };
+        let now = self.clock().await?;
+        let lease_until = now + delta(limits.lease);
+        match fenced_update!(
+            self,
+            &previous,
+            "adopting a run",
+            "lease_owner = $4, lease_expires_at = $5, heartbeat_at = $6, updated_at = $6",
+            owner,
+            lease_until,
+            now,
+        ) {
+            Ok(()) => {}
+            Err(StoreError::Fenced(_)) => return Ok(None),
+            Err(error) => return Err(error),
+        }
+        if let Some(slot) = run.slot {
+            on_tx!(self, conn => {
+                sqlx::query("UPDATE worker_slots SET owner = $3 WHERE slot = $1 AND run_id = $2")
+                    .bind(slot)
+                    .bind(run.id)
+                    .bind(owner)
+                    .execute(conn)
+                    .await
+                    .map(|done| done.rows_affected())
+            })
+            .op("adopting a worker slot")?;
+        }
+        self.audit_log()
+            .audit(&NewAuditEntry {
+                actor: format!("runner:{owner}"),
+                action: "run.adopted".into(),
+                subject: format!("run:{}", run.id),
+                reason: Some(format!(
+                    "attempt {}: taken over from {}",
+                    run.attempt,
+                    run.lease_owner.as_deref().unwrap_or("nobody")
+                )),
+                ..NewAuditEntry::default()
+            })
+            .await?;
+        Ok(Some(Fence {
+            run: run.id,
+            owner: owner.to_string(),
+            attempt: run.attempt,
+        }))
+    }
+}
+
+impl Tx {
     /// Frees a slot held for `run_id` (not one a newer claim took over).
     pub(super) async fn release_slot(&mut self, slot: i64, run_id: i64) -> Result<()> {
         on_tx!(self, conn => {
@@ -116,73 +193,9 @@ impl Tx {
         }
         Ok(None)
     }
-
-    /// Takes over a run whose previous runner (on this host) is gone and
-    /// whose worker this runner re-adopts or rescues. Returns the new fence.
-    pub async fn adopt_run(
-        &mut self,
-        run: &Run,
-        owner: &str,
-        limits: &ClaimLimits,
-    ) -> Result<Option<Fence>> {
-        // Fenced by the claim it takes over: a runner that took the run
-        // meanwhile keeps it.
-        let Some(holder) = run.lease_owner.clone() else {
-            return Ok(None);
-        };
-        let previous = Fence {
-            run: run.id,
-            owner: holder,
-            attempt: run.attempt,
-        };
-        let now = self.clock().await?;
-        let lease_until = now + delta(limits.lease);
-        match fenced_update!(
-            self,
-            &previous,
-            "adopting a run",
-            "lease_owner = $4, lease_expires_at = $5, heartbeat_at = $6, updated_at = $6",
-            owner,
-            lease_until,
-            now,
-        ) {
-            Ok(()) => {}
-            Err(StoreError::Fenced(_)) => return Ok(None),
-            Err(error) => return Err(error),
-        }
-        if let Some(slot) = run.slot {
-            on_tx!(self, conn => {
-                sqlx::query("UPDATE worker_slots SET owner = $3 WHERE slot = $1 AND run_id = $2")
-                    .bind(slot)
-                    .bind(run.id)
-                    .bind(owner)
-                    .execute(conn)
-                    .await
-                    .map(|done| done.rows_affected())
-            })
-            .op("adopting a worker slot")?;
-        }
-        self.audit(&NewAuditEntry {
-            actor: format!("runner:{owner}"),
-            action: "run.adopted".into(),
-            subject: format!("run:{}", run.id),
-            reason: Some(format!(
-                "attempt {}: taken over from {}",
-                run.attempt,
-                run.lease_owner.as_deref().unwrap_or("nobody")
-            )),
-            ..NewAuditEntry::default()
-        })
-        .await?;
-        Ok(Some(Fence {
-            run: run.id,
-            owner: owner.to_string(),
-            attempt: run.attempt,
-        }))
-    }
 }
 
-impl Store {
+impl Claims<'_> {
     /// Claims the next run that needs a worker, if a global slot is free,
     /// claiming is not paused and nothing holds it. The claim, the slot and
     /// the state change commit together.
@@ -193,7 +206,9 @@ impl Store {
             return Ok(None);
         }
         let mut tx = self.begin_write().await?;
-        if tx.control(super::Control::Paused).await? || tx.control(super::Control::HoldAll).await? {
+        if tx.controls().control(super::Control::Paused).await?
+            || tx.controls().control(super::Control::HoldAll).await?
+        {
             return Ok(None);
         }
         let now = tx.clock().await?;
@@ -217,7 +232,7 @@ impl Store {
         let Some(run_id) = candidate else {
             return Ok(None);
         };
-        let Some(run) = tx.run(run_id).await? else {
+        let Some(run) = tx.tasks().run(run_id).await? else {
             return Ok(None);
         };
         let alive_until = now + delta(limits.alive_for);
@@ -268,25 +283,28 @@ impl Store {
         if from == R::Queued {
             tx.write_state(run_id, from, R::InProgress, None, now)
                 .await?;
-            tx.audit(&state_change_entry(
-                &actor,
-                run_id,
-                from,
-                R::InProgress,
-                "claimed by a runner",
-            ))
-            .await?;
+            tx.audit_log()
+                .audit(&state_change_entry(
+                    &actor,
+                    run_id,
+                    from,
+                    R::InProgress,
+                    "claimed by a runner",
+                ))
+                .await?;
         }
-        tx.audit(&NewAuditEntry {
-            actor,
-            action: "run.claimed".into(),
-            subject: format!("run:{run_id}"),
-            reason: Some(format!("attempt {} in slot {slot}", run.attempt + 1)),
-            ..NewAuditEntry::default()
-        })
-        .await?;
+        tx.audit_log()
+            .audit(&NewAuditEntry {
+                actor,
+                action: "run.claimed".into(),
+                subject: format!("run:{run_id}"),
+                reason: Some(format!("attempt {} in slot {slot}", run.attempt + 1)),
+                ..NewAuditEntry::default()
+            })
+            .await?;
         tx.notify().await?;
         let run = tx
+            .tasks()
             .run(run_id)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("run {run_id} vanished")))?;
@@ -319,6 +337,7 @@ impl Store {
             now,
         )?;
         let run = tx
+            .tasks()
             .run(fence.run)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("run {} vanished", fence.run)))?;
@@ -369,8 +388,8 @@ impl Store {
     pub async fn work_in_sight(&self) -> Result<i64> {
         let mut tx = self.begin_read().await?;
         let now = tx.clock().await?;
-        let stopped = tx.control(super::Control::Paused).await?
-            || tx.control(super::Control::HoldAll).await?;
+        let stopped = tx.controls().control(super::Control::Paused).await?
+            || tx.controls().control(super::Control::HoldAll).await?;
         let claimable: i64 = if stopped {
             0
         } else {

@@ -3,7 +3,19 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{NewAuditEntry, QueryContext, Result, Store, Tx, on_pool, on_tx};
+use super::{NewAuditEntry, QueryContext, Result, on_pool, on_tx};
+
+super::store_handle!(
+    /// Switches people flip from chat and the notices they post: `store.controls()`.
+    Controls,
+    controls
+);
+
+super::tx_handle!(
+    /// Switches people flip from chat and the notices they post, in a transaction: `tx.controls()`.
+    ControlsTx,
+    controls
+);
 
 /// A switch in the `controls` table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +47,7 @@ pub struct Notice {
     pub created_at: DateTime<Utc>,
 }
 
-impl Tx {
+impl ControlsTx<'_> {
     /// Whether a switch is on.
     pub async fn control(&mut self, control: Control) -> Result<bool> {
         let value: Option<String> = on_tx!(self, conn => {
@@ -66,14 +78,15 @@ impl Tx {
             .map(|done| done.rows_affected())
         })
         .op("setting a control")?;
-        self.audit(&NewAuditEntry {
-            actor: actor.to_string(),
-            action: format!("control.{}", control.as_str()),
-            subject: "controls".into(),
-            decision: Some(if on { "on" } else { "off" }.into()),
-            ..NewAuditEntry::default()
-        })
-        .await?;
+        self.audit_log()
+            .audit(&NewAuditEntry {
+                actor: actor.to_string(),
+                action: format!("control.{}", control.as_str()),
+                subject: "controls".into(),
+                decision: Some(if on { "on" } else { "off" }.into()),
+                ..NewAuditEntry::default()
+            })
+            .await?;
         self.notify().await
     }
 
@@ -110,11 +123,11 @@ impl Tx {
     }
 }
 
-impl Store {
+impl Controls<'_> {
     /// Whether a switch is on, outside any transaction.
     pub async fn control(&self, control: Control) -> Result<bool> {
         let mut tx = self.begin_read().await?;
-        tx.control(control).await
+        tx.controls().control(control).await
     }
 
     /// Notices not posted yet, oldest first.

@@ -10,7 +10,19 @@
 use chrono::{DateTime, Utc};
 
 use super::tasks::{RUN_COLUMNS, TASK_COLUMNS, sql};
-use super::{Destination, QueryContext, Result, Run, Store, StoreError, Task, Tx, on_pool, on_tx};
+use super::{Destination, QueryContext, Result, Run, StoreError, Task, Tx, on_pool, on_tx};
+
+super::store_handle!(
+    /// Questions put to the language backend, and the tasks it proposes: `store.conversations()`.
+    Conversations,
+    conversations
+);
+
+super::tx_handle!(
+    /// Questions put to the language backend, and the tasks it proposes, in a transaction: `tx.conversations()`.
+    ConversationsTx,
+    conversations
+);
 
 /// How many status lines a run keeps.
 pub const STATUS_LINES_KEPT: usize = 3;
@@ -196,7 +208,7 @@ fn place_columns(to: &Destination) -> (Option<&str>, Option<&str>, Option<String
     }
 }
 
-impl Tx {
+impl ConversationsTx<'_> {
     /// Stores a question for the backend (with its message's claim) and
     /// wakes the conversation loop.
     pub async fn add_conversation(&mut self, new: &NewConversation) -> Result<i64> {
@@ -316,35 +328,6 @@ impl Tx {
         })
         .op("capturing a proposed task")?;
         Ok(done == 1)
-    }
-
-    /// A value kept in `controls` under a name of Eagle's own (not a switch).
-    async fn kept(&mut self, name: &str) -> Result<Option<String>> {
-        on_tx!(self, conn => {
-            sqlx::query_scalar("SELECT value FROM controls WHERE name = $1")
-                .bind(name)
-                .fetch_optional(conn)
-                .await
-        })
-        .op("reading a cursor")
-    }
-
-    /// Keeps a value in `controls`.
-    async fn keep(&mut self, name: &str, value: String) -> Result<()> {
-        on_tx!(self, conn => {
-            sqlx::query(
-                "INSERT INTO controls (name, value, updated_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-            )
-            .bind(name)
-            .bind(value)
-            .bind(super::now())
-            .execute(conn)
-            .await
-            .map(|d| d.rows_affected())
-        })
-        .op("moving a cursor")?;
-        Ok(())
     }
 
     /// A cursor kept in `controls` (`cursor:<name>`), if it was set.
@@ -467,6 +450,37 @@ impl Tx {
     }
 }
 
+impl Tx {
+    /// A value kept in `controls` under a name of Eagle's own (not a switch).
+    async fn kept(&mut self, name: &str) -> Result<Option<String>> {
+        on_tx!(self, conn => {
+            sqlx::query_scalar("SELECT value FROM controls WHERE name = $1")
+                .bind(name)
+                .fetch_optional(conn)
+                .await
+        })
+        .op("reading a cursor")
+    }
+
+    /// Keeps a value in `controls`.
+    async fn keep(&mut self, name: &str, value: String) -> Result<()> {
+        on_tx!(self, conn => {
+            sqlx::query(
+                "INSERT INTO controls (name, value, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            )
+            .bind(name)
+            .bind(value)
+            .bind(super::now())
+            .execute(conn)
+            .await
+            .map(|d| d.rows_affected())
+        })
+        .op("moving a cursor")?;
+        Ok(())
+    }
+}
+
 /// One status line a worker wrote, as relayed.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StatusLine {
@@ -474,7 +488,7 @@ pub struct StatusLine {
     pub text: String,
 }
 
-impl Store {
+impl Conversations<'_> {
     /// Claims the oldest pending conversation whose claim is free, until
     /// `until`.
     pub async fn claim_conversation(
@@ -535,7 +549,7 @@ impl Store {
     /// has not looked at it yet); false before the cursor is first set.
     pub async fn changed_after_cursor(&self, name: &str) -> Result<bool> {
         let mut tx = self.begin_read().await?;
-        let Some(cursor) = tx.cursor(name).await? else {
+        let Some(cursor) = tx.conversations().cursor(name).await? else {
             return Ok(false);
         };
         let n: i64 = on_tx!(tx, conn => {
@@ -606,7 +620,7 @@ pub struct TopicPost {
     pub content: String,
 }
 
-impl Tx {
+impl ConversationsTx<'_> {
     /// Runs changed at or after `since`, oldest change first.
     pub async fn runs_changed_since(
         &mut self,

@@ -5,7 +5,19 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{QueryContext, Result, Store, Tx, on_pool, on_tx};
+use super::{QueryContext, Result, on_pool, on_tx};
+
+super::store_handle!(
+    /// What the egress proxy refused a run: `store.egress()`.
+    EgressRefusals,
+    egress
+);
+
+super::tx_handle!(
+    /// What the egress proxy refused a run, in a transaction: `tx.egress()`.
+    EgressRefusalsTx,
+    egress
+);
 
 /// The host every destination past the proxy's per-attempt cap is counted
 /// under (with port 0).
@@ -36,7 +48,7 @@ pub struct EgressRefusal {
     pub count: i64,
 }
 
-impl Tx {
+impl EgressRefusalsTx<'_> {
     /// Adds `refusals` to the run's counts (a destination seen before keeps
     /// its first time and gets the newest reason).
     pub async fn record_refusals(&mut self, run_id: i64, refusals: &[NewRefusals]) -> Result<()> {
@@ -82,14 +94,14 @@ impl Tx {
     }
 }
 
-impl Store {
+impl EgressRefusals<'_> {
     /// Records refusals in a transaction of their own.
     pub async fn record_refusals(&self, run_id: i64, refusals: &[NewRefusals]) -> Result<()> {
         if refusals.is_empty() {
             return Ok(());
         }
         let mut tx = self.begin_write().await?;
-        tx.record_refusals(run_id, refusals).await?;
+        tx.egress().record_refusals(run_id, refusals).await?;
         tx.commit().await
     }
 

@@ -2,9 +2,15 @@
 //! the person it waits for (shown by `!status`).
 
 use super::fence::{Fence, fenced_update};
-use super::{NewAuditEntry, QueryContext, Result, Run, StoreError, Tx, on_tx};
+use super::{NewAuditEntry, QueryContext, Result, Run, StoreError, on_tx};
 
-impl Tx {
+super::tx_handle!(
+    /// What a run waits on: holds and waits, in a transaction: `tx.holds()`.
+    HoldsTx,
+    holds
+);
+
+impl HoldsTx<'_> {
     /// Sets or clears `held` on a run that has not ended (`!hold`, `!unhold`,
     /// `!retry`). Clearing it also clears the failures (and waits) count and who the run
     /// was waiting on, so that the run is claimed again. Audited.
@@ -55,16 +61,18 @@ impl Tx {
             (false, true) => "run.retried",
             (false, false) => "run.unheld",
         };
-        self.audit(&NewAuditEntry {
-            actor: actor.to_string(),
-            action: action.into(),
-            subject: format!("run:{run_id}"),
-            reason: Some(reason.to_string()),
-            ..NewAuditEntry::default()
-        })
-        .await?;
+        self.audit_log()
+            .audit(&NewAuditEntry {
+                actor: actor.to_string(),
+                action: action.into(),
+                subject: format!("run:{run_id}"),
+                reason: Some(reason.to_string()),
+                ..NewAuditEntry::default()
+            })
+            .await?;
         self.notify().await?;
-        self.run(run_id)
+        self.tasks()
+            .run(run_id)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("run {run_id} vanished")))
     }

@@ -5,7 +5,13 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{QueryContext, Result, RunState, TaskStatus, Tx, on_tx};
+use super::{QueryContext, Result, RunState, TaskStatus, on_tx};
+
+super::tx_handle!(
+    /// What `eagle import` brings in from another system, in a transaction: `tx.imports()`.
+    ImportsTx,
+    imports
+);
 
 /// A task to bring in.
 #[derive(Debug, Clone)]
@@ -47,7 +53,7 @@ pub struct ImportedRun {
     pub completed_at: Option<DateTime<Utc>>,
 }
 
-impl Tx {
+impl ImportsTx<'_> {
     /// Brings a task in; `None` if a task with its gid is there already.
     pub async fn import_task(&mut self, task: &ImportedTask) -> Result<Option<i64>> {
         let analysed = (task.status != TaskStatus::Pending).then_some(task.updated_at);

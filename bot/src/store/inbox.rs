@@ -2,7 +2,19 @@
 //! twice), local message ids (the shell), and each identity's bookmark in
 //! the message stream with its event queue.
 
-use super::{QueryContext, Result, Store, Tx, on_pool, on_tx};
+use super::{QueryContext, Result, on_pool, on_tx};
+
+super::store_handle!(
+    /// Chat messages handled, so none is handled twice: `store.handled()`.
+    Handled,
+    handled
+);
+
+super::tx_handle!(
+    /// Chat messages handled, so none is handled twice, in a transaction: `tx.handled()`.
+    HandledTx,
+    handled
+);
 
 /// An identity's place in the message stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,7 +25,7 @@ pub struct Bookmark {
     pub last_event_id: Option<i64>,
 }
 
-impl Tx {
+impl HandledTx<'_> {
     /// Claims an inbound message for handling. Returns `true` if this
     /// transaction's insert won; `false` if the message was handled already
     /// (by an earlier run, a back-fill, or another instance).
@@ -82,7 +94,7 @@ impl Tx {
     }
 }
 
-impl Store {
+impl Handled<'_> {
     /// Whether a message was handled already by this identity.
     pub async fn is_processed(&self, identity: &str, message_id: i64) -> Result<bool> {
         let found: Option<i64> = on_pool!(self, pool => {
@@ -99,7 +111,7 @@ impl Store {
     /// Moves an identity's bookmark forward (never back), in a transaction of its own.
     pub async fn advance_bookmark(&self, identity: &str, message_id: i64) -> Result<()> {
         let mut tx = self.begin_write().await?;
-        tx.advance_bookmark(identity, message_id).await?;
+        tx.handled().advance_bookmark(identity, message_id).await?;
         tx.commit().await
     }
 

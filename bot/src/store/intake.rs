@@ -4,7 +4,13 @@
 use chrono::{DateTime, Utc};
 
 use super::tasks::TaskStatus;
-use super::{QueryContext, Result, Tx, on_pool, on_tx};
+use super::{QueryContext, Result, on_pool, on_tx};
+
+super::tx_handle!(
+    /// Tasks from other systems (Asana), by their gid, in a transaction: `tx.intake()`.
+    IntakeTx,
+    intake
+);
 
 /// A task as another system describes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -54,7 +60,7 @@ type Row = (
     String,
 );
 
-impl Tx {
+impl IntakeTx<'_> {
     /// Imports one task: inserts it, or updates what changed. A task closed
     /// there while it waits in the inbox (pending, analysed or skipped) is
     /// cancelled; one already approved keeps its run (a person decides).
@@ -126,14 +132,15 @@ impl Tx {
             let Some(id) = id else {
                 return Ok(Upserted::Unchanged(0));
             };
-            self.audit(&super::NewAuditEntry {
-                actor: actor.to_string(),
-                action: "task.imported".into(),
-                subject: format!("task:{id}"),
-                reason: Some(format!("{} from {}", task.task_gid, task.source)),
-                ..super::NewAuditEntry::default()
-            })
-            .await?;
+            self.audit_log()
+                .audit(&super::NewAuditEntry {
+                    actor: actor.to_string(),
+                    action: "task.imported".into(),
+                    subject: format!("task:{id}"),
+                    reason: Some(format!("{} from {}", task.task_gid, task.source)),
+                    ..super::NewAuditEntry::default()
+                })
+                .await?;
             self.notify().await?;
             return Ok(Upserted::Created(id));
         };
@@ -183,13 +190,14 @@ impl Tx {
             )
         );
         if task.closed && old_state != "closed" && waiting {
-            self.transition_task(
-                id,
-                TaskStatus::Cancelled,
-                actor,
-                "completed where it came from",
-            )
-            .await?;
+            self.transitions()
+                .transition_task(
+                    id,
+                    TaskStatus::Cancelled,
+                    actor,
+                    "completed where it came from",
+                )
+                .await?;
         }
         self.notify().await?;
         Ok(Upserted::Updated(id))
@@ -216,7 +224,7 @@ impl super::Store {
     }
 }
 
-impl Tx {
+impl IntakeTx<'_> {
     /// Records that the import `name` went through a pass started at `at`.
     pub async fn set_imported_at(
         &mut self,

@@ -4,7 +4,19 @@
 //! take-over rule (a holder that died on this host) is
 //! `singleton::Lease`'s; this is the SQL.
 
-use super::{Backend, QueryContext, Result, Store, Tx, on_pool, on_tx};
+use super::{Backend, QueryContext, Result, on_pool, on_tx};
+
+super::store_handle!(
+    /// Leases: the one instance that runs a loop: `store.leases()`.
+    Leases,
+    leases
+);
+
+super::tx_handle!(
+    /// Leases: the one instance that runs a loop, in a transaction: `tx.leases()`.
+    LeasesTx,
+    leases
+);
 
 /// The prefix of runner presence leases (`runner:<instance>`).
 pub const RUNNER_PRESENCE_PREFIX: &str = "runner:";
@@ -27,7 +39,7 @@ pub(super) fn held_with_margin(backend: Backend) -> &'static str {
     }
 }
 
-impl Store {
+impl Leases<'_> {
     /// Takes or renews the lease `name` for `owner` for `ttl`. Returns whether
     /// `owner` holds it now. Leases elect the one instance that runs a
     /// singleton (the outbox sender of an identity, the analyzer).
@@ -96,7 +108,7 @@ impl Store {
     }
 }
 
-impl Tx {
+impl LeasesTx<'_> {
     /// How many leases whose name starts with `prefix` are held now (live
     /// runners). `prefix` is a constant without LIKE wildcards.
     pub async fn live_leases(&mut self, prefix: &str) -> Result<i64> {

@@ -6,7 +6,19 @@ use chrono::{DateTime, Utc};
 
 use super::leases::held_with_margin;
 use super::tasks::sql;
-use super::{QueryContext, Result, Store, StoreError, Tx, on_pool, on_tx};
+use super::{QueryContext, Result, StoreError, Tx, on_pool, on_tx};
+
+super::store_handle!(
+    /// The outbox: every reply, reaction and edit Eagle means to send: `store.outbox()`.
+    Outbox,
+    outbox
+);
+
+super::tx_handle!(
+    /// The outbox: every reply, reaction and edit Eagle means to send, in a transaction: `tx.outbox()`.
+    OutboxTx,
+    outbox
+);
 
 /// Where a reply goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,7 +176,7 @@ impl OutboxRow {
     }
 }
 
-impl Tx {
+impl OutboxTx<'_> {
     /// Stores a reply, reaction or edit for delivery.
     pub async fn enqueue(&mut self, item: &NewOutboxItem) -> Result<i64> {
         self.insert_outbox(item, false).await
@@ -225,7 +237,9 @@ impl Tx {
         }
         Ok(Some(rows.into_iter().flatten().collect()))
     }
+}
 
+impl Tx {
     async fn insert_outbox(&mut self, item: &NewOutboxItem, attempted: bool) -> Result<i64> {
         let now = super::now();
         let (kind, channel, topic, dm, content, target, key) = match &item.kind {
@@ -305,7 +319,7 @@ impl Tx {
     }
 }
 
-impl Store {
+impl Outbox<'_> {
     /// Undelivered outbox entries of an identity that are due, oldest first.
     pub async fn due_outbox(&self, identity: &str, limit: i64) -> Result<Vec<OutboxItem>> {
         Ok(self.outbox_heads(identity, limit).await?.due)

@@ -11,7 +11,19 @@ use chrono::{DateTime, Utc};
 
 use super::requests::Request;
 use super::tasks::{PrWork, RUN_COLUMNS, RunState, sql};
-use super::{NewAuditEntry, QueryContext, Result, Run, Store, Tx, on_pool, on_tx};
+use super::{NewAuditEntry, QueryContext, Result, Run, Tx, on_pool, on_tx};
+
+super::store_handle!(
+    /// The PR loop's reads and writes: the runs it watches and what each poll saw: `store.prs()`.
+    PullRequests,
+    prs
+);
+
+super::tx_handle!(
+    /// The PR loop's reads and writes: the runs it watches and what each poll saw, in a transaction: `tx.prs()`.
+    PullRequestsTx,
+    prs
+);
 
 /// The PR a worker reported (`[DONE: pr_ready] PR #12` or its URL).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,7 +147,7 @@ pub struct PolledPr {
     pub expired: Vec<Request>,
 }
 
-impl Store {
+impl PullRequests<'_> {
     /// The runs whose PR the loop watches, oldest first: in `pr` with no
     /// worker at them, and `complete` ones whose PR is still open (a human
     /// comment on a draft sends them back).
@@ -160,7 +172,7 @@ pub struct CachedAnswer {
     pub next_page: Option<String>,
 }
 
-impl Store {
+impl PullRequests<'_> {
     /// Says why a run waits in `pr` (no GitHub, no PR number, GitHub
     /// unreachable), as a poll that saw nothing; only where no worker holds
     /// the run.
@@ -216,7 +228,7 @@ impl Store {
     }
 }
 
-impl Store {
+impl PullRequests<'_> {
     /// How many runs in `pr` the PR loop has not looked at since they last
     /// changed (entered `pr`, a worker finished): `eagle shell` from a pipe
     /// is not idle before it has.
@@ -233,7 +245,7 @@ impl Store {
     }
 }
 
-impl Tx {
+impl PullRequestsTx<'_> {
     /// Records a poll of a run's PR. A new head expires the open merge
     /// requests bound to another one, in this transaction. `None` if the run
     /// changed meanwhile (a runner claimed it, a human moved it).
@@ -299,50 +311,12 @@ impl Tx {
         if poll.work.is_some() || !expired.is_empty() {
             self.notify().await?;
         }
-        let run = self.run(poll.run).await?.unwrap_or(before);
+        let run = self.tasks().run(poll.run).await?.unwrap_or(before);
         Ok(Some(PolledPr {
             run,
             new_head,
             expired,
         }))
-    }
-
-    /// Expires the open `merge_pr` requests of a run that are bound to a
-    /// head other than `head`: an approval is of the code it saw.
-    async fn expire_stale_merges(&mut self, run_id: i64, head: &str) -> Result<Vec<Request>> {
-        let now = super::now();
-        let reason = format!("the PR's head moved to {}; ask again", short_sha(head));
-        let ids: Vec<i64> = on_tx!(self, conn => {
-            sqlx::query_scalar(
-                "UPDATE worker_requests SET status = 'expired', decided_at = $3, \
-                 decided_by = 'eagle', decision_reason = $4 \
-                 WHERE run_id = $1 AND action = 'merge_pr' AND status IN ('pending', 'escalated') \
-                 AND bound_sha IS NOT NULL AND bound_sha <> $2 RETURNING id",
-            )
-            .bind(run_id)
-            .bind(head)
-            .bind(now)
-            .bind(&reason)
-            .fetch_all(conn)
-            .await
-        })
-        .op("expiring merge requests of an older head")?;
-        let mut expired = Vec::with_capacity(ids.len());
-        for id in ids {
-            self.audit(&NewAuditEntry {
-                actor: "pr-loop".into(),
-                action: "request.expired".into(),
-                subject: format!("request:{id}"),
-                decision: Some("expire".into()),
-                reason: Some(reason.clone()),
-                ..NewAuditEntry::default()
-            })
-            .await?;
-            if let Some(request) = self.request(id).await? {
-                expired.push(request);
-            }
-        }
-        Ok(expired)
     }
 
     /// Records whether the run's PR is a draft (Eagle opened it; the PR
@@ -398,43 +372,6 @@ impl Tx {
         Ok(())
     }
 
-    /// A worker on the PR finished its part. A review's verdict binds to
-    /// the head it reviewed; other work remembers the head it ended on, so
-    /// that the same work is not asked again before its push shows.
-    pub(super) async fn pr_work_done(
-        &mut self,
-        run_id: i64,
-        outcome: super::PrOutcome,
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        let (green, work) = match outcome {
-            super::PrOutcome::Done => (false, None),
-            super::PrOutcome::ReviewGreen => (true, None),
-            super::PrOutcome::ChangesRequested => (false, Some(PrWork::FixComments)),
-        };
-        on_tx!(self, conn => {
-            sqlx::query(
-                "UPDATE executor_runs SET pr_work = $2, \
-                 review_green_sha = CASE WHEN $3 THEN head_sha ELSE NULL END, \
-                 pr_work_done_sha = head_sha, pr_work_done_at = $4, pr_status = $5 WHERE id = $1",
-            )
-            .bind(run_id)
-            .bind(work.map(PrWork::as_str))
-            .bind(green)
-            .bind(now)
-            .bind(match outcome {
-                super::PrOutcome::Done => "the worker finished; the PR is looked at again",
-                super::PrOutcome::ReviewGreen => "the review is green; the PR is looked at again",
-                super::PrOutcome::ChangesRequested => "the review asked for changes",
-            })
-            .execute(conn)
-            .await
-            .map(|done| done.rows_affected())
-        })
-        .op("recording a PR worker's end")?;
-        Ok(())
-    }
-
     /// Comments up to `at` have been considered.
     pub async fn mark_comments_seen(&mut self, run_id: i64, at: DateTime<Utc>) -> Result<()> {
         on_tx!(self, conn => {
@@ -478,6 +415,7 @@ impl Tx {
         reason: &str,
     ) -> Result<Run> {
         let run = self
+            .transitions()
             .transition_run(&super::Transition {
                 run: run_id,
                 to: RunState::Pr,
@@ -499,7 +437,85 @@ impl Tx {
             .map(|done| done.rows_affected())
         })
         .op("sending a run back to pr")?;
-        Ok(self.run(run_id).await?.unwrap_or(run))
+        Ok(self.tasks().run(run_id).await?.unwrap_or(run))
+    }
+}
+
+impl Tx {
+    /// Expires the open `merge_pr` requests of a run that are bound to a
+    /// head other than `head`: an approval is of the code it saw.
+    async fn expire_stale_merges(&mut self, run_id: i64, head: &str) -> Result<Vec<Request>> {
+        let now = super::now();
+        let reason = format!("the PR's head moved to {}; ask again", short_sha(head));
+        let ids: Vec<i64> = on_tx!(self, conn => {
+            sqlx::query_scalar(
+                "UPDATE worker_requests SET status = 'expired', decided_at = $3, \
+                 decided_by = 'eagle', decision_reason = $4 \
+                 WHERE run_id = $1 AND action = 'merge_pr' AND status IN ('pending', 'escalated') \
+                 AND bound_sha IS NOT NULL AND bound_sha <> $2 RETURNING id",
+            )
+            .bind(run_id)
+            .bind(head)
+            .bind(now)
+            .bind(&reason)
+            .fetch_all(conn)
+            .await
+        })
+        .op("expiring merge requests of an older head")?;
+        let mut expired = Vec::with_capacity(ids.len());
+        for id in ids {
+            self.audit_log()
+                .audit(&NewAuditEntry {
+                    actor: "pr-loop".into(),
+                    action: "request.expired".into(),
+                    subject: format!("request:{id}"),
+                    decision: Some("expire".into()),
+                    reason: Some(reason.clone()),
+                    ..NewAuditEntry::default()
+                })
+                .await?;
+            if let Some(request) = self.requests().request(id).await? {
+                expired.push(request);
+            }
+        }
+        Ok(expired)
+    }
+
+    /// A worker on the PR finished its part. A review's verdict binds to
+    /// the head it reviewed; other work remembers the head it ended on, so
+    /// that the same work is not asked again before its push shows.
+    pub(super) async fn pr_work_done(
+        &mut self,
+        run_id: i64,
+        outcome: super::PrOutcome,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let (green, work) = match outcome {
+            super::PrOutcome::Done => (false, None),
+            super::PrOutcome::ReviewGreen => (true, None),
+            super::PrOutcome::ChangesRequested => (false, Some(PrWork::FixComments)),
+        };
+        on_tx!(self, conn => {
+            sqlx::query(
+                "UPDATE executor_runs SET pr_work = $2, \
+                 review_green_sha = CASE WHEN $3 THEN head_sha ELSE NULL END, \
+                 pr_work_done_sha = head_sha, pr_work_done_at = $4, pr_status = $5 WHERE id = $1",
+            )
+            .bind(run_id)
+            .bind(work.map(PrWork::as_str))
+            .bind(green)
+            .bind(now)
+            .bind(match outcome {
+                super::PrOutcome::Done => "the worker finished; the PR is looked at again",
+                super::PrOutcome::ReviewGreen => "the review is green; the PR is looked at again",
+                super::PrOutcome::ChangesRequested => "the review asked for changes",
+            })
+            .execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("recording a PR worker's end")?;
+        Ok(())
     }
 }
 

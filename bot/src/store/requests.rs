@@ -13,7 +13,19 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Fence, NewAuditEntry, QueryContext, Result, Store, StoreError, Tx, on_pool, on_tx};
+use super::{Fence, NewAuditEntry, QueryContext, Result, StoreError, Tx, on_pool, on_tx};
+
+super::store_handle!(
+    /// Workers' requests and the decisions on them: `store.requests()`.
+    Requests,
+    requests
+);
+
+super::tx_handle!(
+    /// Workers' requests and the decisions on them, in a transaction: `tx.requests()`.
+    RequestsTx,
+    requests
+);
 
 /// Where a request stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -206,7 +218,7 @@ pub struct Approval<'a> {
     pub source_message_id: Option<i64>,
 }
 
-impl Tx {
+impl RequestsTx<'_> {
     /// Records a worker's request, once per (run, attempt, key), pending for
     /// the decider. The runner must hold the run.
     pub async fn record_request(&mut self, new: &NewRequest, fence: &Fence) -> Result<Recorded> {
@@ -220,7 +232,7 @@ impl Tx {
             .await?
             .filter(|r| !r.state.is_final())
             .ok_or_else(|| StoreError::Fenced(format!("run {}", fence.run)))?;
-        Self::check_fence(&run, Some(fence))?;
+        Tx::check_fence(&run, Some(fence))?;
         let now = super::now();
         let hash = new.params_hash();
         // A merge binds to the PR's head as the PR loop last saw it: a push
@@ -262,21 +274,22 @@ impl Tx {
                 new: false,
             });
         };
-        self.audit(&NewAuditEntry {
-            actor: format!("runner:{}", fence.owner),
-            action: "request.recorded".into(),
-            subject: format!("request:{id}"),
-            reason: Some(format!(
-                "run {} attempt {} asks {} via {}",
-                new.run_id,
-                new.attempt,
-                new.action,
-                new.via.as_str()
-            )),
-            params_hash: Some(hash.clone()),
-            ..NewAuditEntry::default()
-        })
-        .await?;
+        self.audit_log()
+            .audit(&NewAuditEntry {
+                actor: format!("runner:{}", fence.owner),
+                action: "request.recorded".into(),
+                subject: format!("request:{id}"),
+                reason: Some(format!(
+                    "run {} attempt {} asks {} via {}",
+                    new.run_id,
+                    new.attempt,
+                    new.action,
+                    new.via.as_str()
+                )),
+                params_hash: Some(hash.clone()),
+                ..NewAuditEntry::default()
+            })
+            .await?;
         self.notify().await?;
         let request = self
             .request(id)
@@ -356,25 +369,26 @@ impl Tx {
             // with it the use of the approval.
             return Ok(None);
         }
-        self.audit(&NewAuditEntry {
-            actor: format!("bound:request:{earlier}"),
-            action: "request.decided".into(),
-            subject: format!("request:{id}"),
-            decision: Some(
-                if status == "approved" {
-                    "approve"
-                } else {
-                    "deny"
-                }
-                .into(),
-            ),
-            reason: Some(format!(
-                "the same request as request {earlier}, which a human {status}"
-            )),
-            params_hash: Some(hash.to_string()),
-            ..NewAuditEntry::default()
-        })
-        .await?;
+        self.audit_log()
+            .audit(&NewAuditEntry {
+                actor: format!("bound:request:{earlier}"),
+                action: "request.decided".into(),
+                subject: format!("request:{id}"),
+                decision: Some(
+                    if status == "approved" {
+                        "approve"
+                    } else {
+                        "deny"
+                    }
+                    .into(),
+                ),
+                reason: Some(format!(
+                    "the same request as request {earlier}, which a human {status}"
+                )),
+                params_hash: Some(hash.to_string()),
+                ..NewAuditEntry::default()
+            })
+            .await?;
         self.notify().await?;
         let status = if status == "approved" {
             RequestStatus::Approved
@@ -448,21 +462,6 @@ impl Tx {
         Ok(decided)
     }
 
-    /// Counts a decision in the metrics, once this commits.
-    fn count_decision(&mut self, request: &Request, status: RequestStatus, by: &str) {
-        let outcome = match status {
-            RequestStatus::Approved => "approve",
-            RequestStatus::Denied => "deny",
-            RequestStatus::Escalated => "escalate",
-            _ => "other",
-        };
-        let waited = (super::now() - request.created_at).to_std().ok();
-        let (action, by) = (request.action.clone(), by.to_string());
-        self.count_on_commit(move || {
-            crate::ground::metrics::get().decided(&action, outcome, &by, waited)
-        });
-    }
-
     /// An approver's `!approve` / `!deny` on a request still open. `None`
     /// when it is not open any more.
     pub async fn human_decision(
@@ -507,21 +506,22 @@ impl Tx {
             .request(id)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("request {id} vanished")))?;
-        self.audit(&NewAuditEntry {
-            actor: approval.actor.to_string(),
-            action: "request.decided".into(),
-            subject: format!("request:{id}"),
-            decision: Some(if approval.approve { "approve" } else { "deny" }.into()),
-            reason: Some(match approval.text {
-                Some(text) if approval.approve => format!("note: {text}"),
-                Some(text) => text.to_string(),
-                None => reason.clone(),
-            }),
-            params_hash: Some(request.params_hash.clone()),
-            source_message_id: approval.source_message_id,
-            ..NewAuditEntry::default()
-        })
-        .await?;
+        self.audit_log()
+            .audit(&NewAuditEntry {
+                actor: approval.actor.to_string(),
+                action: "request.decided".into(),
+                subject: format!("request:{id}"),
+                decision: Some(if approval.approve { "approve" } else { "deny" }.into()),
+                reason: Some(match approval.text {
+                    Some(text) if approval.approve => format!("note: {text}"),
+                    Some(text) => text.to_string(),
+                    None => reason.clone(),
+                }),
+                params_hash: Some(request.params_hash.clone()),
+                source_message_id: approval.source_message_id,
+                ..NewAuditEntry::default()
+            })
+            .await?;
         self.notify().await?;
         let status = if approval.approve {
             RequestStatus::Approved
@@ -530,35 +530,6 @@ impl Tx {
         };
         self.count_decision(&request, status, "human");
         Ok(Some(request))
-    }
-
-    /// Expires the open requests of a run that ended.
-    pub(super) async fn expire_requests_of_run(&mut self, run_id: i64, reason: &str) -> Result<()> {
-        let now = super::now();
-        let expired: Vec<i64> = on_tx!(self, conn => {
-            sqlx::query_scalar(
-                "UPDATE worker_requests SET status = 'expired', decided_at = $2, decided_by = 'eagle', \
-                 decision_reason = $3 WHERE run_id = $1 AND status IN ('pending', 'escalated') RETURNING id",
-            )
-            .bind(run_id)
-            .bind(now)
-            .bind(reason)
-            .fetch_all(conn)
-            .await
-        })
-        .op("expiring a run's requests")?;
-        for id in expired {
-            self.audit(&NewAuditEntry {
-                actor: "eagle".into(),
-                action: "request.expired".into(),
-                subject: format!("request:{id}"),
-                decision: Some("expire".into()),
-                reason: Some(reason.to_string()),
-                ..NewAuditEntry::default()
-            })
-            .await?;
-        }
-        Ok(())
     }
 
     /// Expires one escalated request nobody answered in time.
@@ -580,15 +551,16 @@ impl Tx {
         if changed == 0 {
             return Ok(None);
         }
-        self.audit(&NewAuditEntry {
-            actor: "eagle".into(),
-            action: "request.expired".into(),
-            subject: format!("request:{id}"),
-            decision: Some("expire".into()),
-            reason: Some(reason.to_string()),
-            ..NewAuditEntry::default()
-        })
-        .await?;
+        self.audit_log()
+            .audit(&NewAuditEntry {
+                actor: "eagle".into(),
+                action: "request.expired".into(),
+                subject: format!("request:{id}"),
+                decision: Some("expire".into()),
+                reason: Some(reason.to_string()),
+                ..NewAuditEntry::default()
+            })
+            .await?;
         self.notify().await?;
         self.request(id).await
     }
@@ -629,7 +601,54 @@ impl Tx {
     }
 }
 
-impl Store {
+impl Tx {
+    /// Counts a decision in the metrics, once this commits.
+    fn count_decision(&mut self, request: &Request, status: RequestStatus, by: &str) {
+        let outcome = match status {
+            RequestStatus::Approved => "approve",
+            RequestStatus::Denied => "deny",
+            RequestStatus::Escalated => "escalate",
+            _ => "other",
+        };
+        let waited = (super::now() - request.created_at).to_std().ok();
+        let (action, by) = (request.action.clone(), by.to_string());
+        self.count_on_commit(move || {
+            crate::ground::metrics::get().decided(&action, outcome, &by, waited)
+        });
+    }
+
+    /// Expires the open requests of a run that ended.
+    pub(super) async fn expire_requests_of_run(&mut self, run_id: i64, reason: &str) -> Result<()> {
+        let now = super::now();
+        let expired: Vec<i64> = on_tx!(self, conn => {
+            sqlx::query_scalar(
+                "UPDATE worker_requests SET status = 'expired', decided_at = $2, decided_by = 'eagle', \
+                 decision_reason = $3 WHERE run_id = $1 AND status IN ('pending', 'escalated') RETURNING id",
+            )
+            .bind(run_id)
+            .bind(now)
+            .bind(reason)
+            .fetch_all(conn)
+            .await
+        })
+        .op("expiring a run's requests")?;
+        for id in expired {
+            self.audit_log()
+                .audit(&NewAuditEntry {
+                    actor: "eagle".into(),
+                    action: "request.expired".into(),
+                    subject: format!("request:{id}"),
+                    decision: Some("expire".into()),
+                    reason: Some(reason.to_string()),
+                    ..NewAuditEntry::default()
+                })
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+impl Requests<'_> {
     /// Requests waiting for Eagle's plugins, oldest first.
     pub async fn pending_requests(&self, limit: i64) -> Result<Vec<Request>> {
         on_pool!(self, pool => {
@@ -690,7 +709,7 @@ impl Store {
     }
 }
 
-impl Store {
+impl Requests<'_> {
     /// Takes an approved request to carry out, for `ttl`: false if another
     /// instance is carrying it out (a holder that was a process of this host
     /// and has died is taken over at once), or it is done.
@@ -740,7 +759,7 @@ impl Store {
     }
 }
 
-impl Tx {
+impl RequestsTx<'_> {
     /// Records what an approved request waits for, as the run's topic is
     /// told it; false when it is done already or said so already.
     pub async fn record_carry_waiting(&mut self, id: i64, text: &str) -> Result<bool> {
@@ -779,19 +798,20 @@ impl Tx {
         if changed == 0 {
             return Ok(false);
         }
-        self.audit(&NewAuditEntry {
-            actor: "eagle".into(),
-            action: if done {
-                "request.carried_out"
-            } else {
-                "request.not_carried_out"
-            }
-            .into(),
-            subject: format!("request:{id}"),
-            reason: Some(outcome.to_string()),
-            ..NewAuditEntry::default()
-        })
-        .await?;
+        self.audit_log()
+            .audit(&NewAuditEntry {
+                actor: "eagle".into(),
+                action: if done {
+                    "request.carried_out"
+                } else {
+                    "request.not_carried_out"
+                }
+                .into(),
+                subject: format!("request:{id}"),
+                reason: Some(outcome.to_string()),
+                ..NewAuditEntry::default()
+            })
+            .await?;
         Ok(true)
     }
 }

@@ -4,6 +4,12 @@ use chrono::{DateTime, Utc};
 
 use super::{QueryContext, Result, StoreError, Tx, on_tx};
 
+super::tx_handle!(
+    /// Tasks (the inbox) and their runs, in a transaction: `tx.tasks()`.
+    TasksTx,
+    tasks
+);
+
 /// Where a task in the queue stands (seed 003's status column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TaskStatus {
@@ -381,7 +387,7 @@ pub(super) fn sql(parts: &[&str]) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(parts.concat())
 }
 
-impl Tx {
+impl TasksTx<'_> {
     /// Puts a task into the inbox. Returns its id, or `None` if a task with
     /// the same `task_gid` exists already (a message captured twice).
     pub async fn insert_task(&mut self, task: &NewTask) -> Result<Option<i64>> {
@@ -437,24 +443,6 @@ impl Tx {
                 .map(|_| ())
         })
         .op("setting a task's priority")
-    }
-
-    /// One task by id, locked for update on PostgreSQL (SQLite's write
-    /// transaction already holds the lock).
-    pub(super) async fn task_for_update(&mut self, id: i64) -> Result<Option<Task>> {
-        let lock = if self.backend() == super::Backend::Postgres {
-            " FOR UPDATE"
-        } else {
-            ""
-        };
-        let query = sql(&[
-            "SELECT ",
-            TASK_COLUMNS,
-            " FROM executor_queue WHERE id = $1",
-            lock,
-        ]);
-        on_tx!(self, conn => sqlx::query_as(query).bind(id).fetch_optional(conn).await)
-            .op("reading a task")
     }
 
     /// One task by its gid.
@@ -549,24 +537,6 @@ impl Tx {
             .op("reading a run")
     }
 
-    /// One run, locked for update on PostgreSQL (SQLite's write transaction
-    /// already holds the lock).
-    pub(super) async fn run_for_update(&mut self, id: i64) -> Result<Option<Run>> {
-        let lock = if self.backend() == super::Backend::Postgres {
-            " FOR UPDATE"
-        } else {
-            ""
-        };
-        let query = sql(&[
-            "SELECT ",
-            RUN_COLUMNS,
-            " FROM executor_runs WHERE id = $1",
-            lock,
-        ]);
-        on_tx!(self, conn => sqlx::query_as(query).bind(id).fetch_optional(conn).await)
-            .op("reading a run")
-    }
-
     /// The runs of a task, oldest first.
     pub async fn runs_of_task(&mut self, task_gid: &str) -> Result<Vec<Run>> {
         let query = sql(&[
@@ -608,5 +578,43 @@ impl Tx {
         let key = crate::ground::text::fold_key(topic);
         on_tx!(self, conn => sqlx::query_as(query).bind(key).fetch_optional(conn).await)
             .op("finding a run by topic")
+    }
+}
+
+impl Tx {
+    /// One task by id, locked for update on PostgreSQL (SQLite's write
+    /// transaction already holds the lock).
+    pub(super) async fn task_for_update(&mut self, id: i64) -> Result<Option<Task>> {
+        let lock = if self.backend() == super::Backend::Postgres {
+            " FOR UPDATE"
+        } else {
+            ""
+        };
+        let query = sql(&[
+            "SELECT ",
+            TASK_COLUMNS,
+            " FROM executor_queue WHERE id = $1",
+            lock,
+        ]);
+        on_tx!(self, conn => sqlx::query_as(query).bind(id).fetch_optional(conn).await)
+            .op("reading a task")
+    }
+
+    /// One run, locked for update on PostgreSQL (SQLite's write transaction
+    /// already holds the lock).
+    pub(super) async fn run_for_update(&mut self, id: i64) -> Result<Option<Run>> {
+        let lock = if self.backend() == super::Backend::Postgres {
+            " FOR UPDATE"
+        } else {
+            ""
+        };
+        let query = sql(&[
+            "SELECT ",
+            RUN_COLUMNS,
+            " FROM executor_runs WHERE id = $1",
+            lock,
+        ]);
+        on_tx!(self, conn => sqlx::query_as(query).bind(id).fetch_optional(conn).await)
+            .op("reading a run")
     }
 }

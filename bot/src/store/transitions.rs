@@ -9,11 +9,23 @@ use chrono::{DateTime, Utc};
 
 use super::fence::Fence;
 use super::{
-    NewAuditEntry, QueryContext, Result, Run, RunState, Store, StoreError, TaskStatus, Tx, on_tx,
+    NewAuditEntry, QueryContext, Result, Run, RunState, StoreError, TaskStatus, Tx, on_tx,
 };
 
 use RunState as R;
 use TaskStatus as T;
+
+super::store_handle!(
+    /// The one transition table: every change of a run's or a task's state: `store.transitions()`.
+    Transitions,
+    transitions
+);
+
+super::tx_handle!(
+    /// The one transition table: every change of a run's or a task's state, in a transaction: `tx.transitions()`.
+    TransitionsTx,
+    transitions
+);
 
 /// The run transitions, with when each happens.
 pub const RUN_TRANSITIONS: &[(RunState, RunState, &str)] = &[
@@ -115,7 +127,7 @@ pub struct Transition<'a> {
     pub fence: Option<&'a Fence>,
 }
 
-impl Tx {
+impl TransitionsTx<'_> {
     /// Changes a run's state through the transition table; the task follows,
     /// and a run that ends expires its open requests. Audited.
     pub async fn transition_run(&mut self, t: &Transition<'_>) -> Result<Run> {
@@ -123,7 +135,7 @@ impl Tx {
             .run_for_update(t.run)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("run {} does not exist", t.run)))?;
-        Self::check_fence(&run, t.fence)?;
+        Tx::check_fence(&run, t.fence)?;
         let from = run.state;
         let ending = t.to.is_final();
         self.write_state(run.id, from, t.to, Some(t.reason), super::now())
@@ -135,14 +147,132 @@ impl Tx {
             self.expire_requests_of_run(run.id, &format!("run {} is {}", run.id, t.to.as_str()))
                 .await?;
         }
-        self.audit(&state_change_entry(t.actor, run.id, from, t.to, t.reason))
+        self.audit_log()
+            .audit(&state_change_entry(t.actor, run.id, from, t.to, t.reason))
             .await?;
         self.notify().await?;
-        self.run(run.id)
+        self.tasks()
+            .run(run.id)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("run {} vanished", run.id)))
     }
 
+    /// Changes a task's status through the transition table. Audited.
+    pub async fn transition_task(
+        &mut self,
+        id: i64,
+        to: TaskStatus,
+        actor: &str,
+        reason: &str,
+    ) -> Result<()> {
+        // Locked (on PostgreSQL) until commit: a `!go` and the analyzer
+        // concluding on the same task at once are serialised, and the later
+        // one sees what the earlier did.
+        let task = self
+            .task_for_update(id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("task {id} does not exist")))?;
+        if !task_transition_allowed(task.status, to) {
+            return Err(StoreError::IllegalTransition {
+                what: format!("task #{id}"),
+                from: task.status.as_str(),
+                to: to.as_str(),
+            });
+        }
+        let now = super::now();
+        let changed = on_tx!(self, conn => {
+            sqlx::query(
+                "UPDATE executor_queue SET status = $2, status_reason = $3, updated_at = $4 \
+                 WHERE id = $1 AND status = $5",
+            )
+            .bind(id)
+            .bind(to.as_str())
+            .bind(reason)
+            .bind(now)
+            .bind(task.status.as_str())
+            .execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+        })
+        .op("changing a task's status")?;
+        if changed != 1 {
+            return Err(StoreError::IllegalTransition {
+                what: format!("task #{id} (changed meanwhile)"),
+                from: task.status.as_str(),
+                to: to.as_str(),
+            });
+        }
+        self.audit_log()
+            .audit(&NewAuditEntry {
+                actor: actor.to_string(),
+                action: format!("task.{}", to.as_str()),
+                subject: format!("task:{id}"),
+                decision: Some(format!("{} → {}", task.status.as_str(), to.as_str())),
+                reason: Some(reason.to_string()),
+                ..NewAuditEntry::default()
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// `!go`: approves a task and creates its run in `queued`, with its
+    /// topic `run <id>` in the executor channel. Returns the run.
+    pub async fn start_run(&mut self, task_id: i64, actor: &str, reason: &str) -> Result<Run> {
+        self.transition_task(task_id, T::Approved, actor, reason)
+            .await?;
+        let task = self
+            .tasks()
+            .task(task_id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("task {task_id} vanished")))?;
+        let id = self
+            .tasks()
+            .insert_run(&super::NewRun {
+                task_gid: task.task_gid.clone(),
+                thread_id: None,
+            })
+            .await?;
+        let topic = format!("run {id}");
+        let now = super::now();
+        on_tx!(self, conn => {
+            sqlx::query("UPDATE executor_runs SET thread_id = $2, thread_key = $3, updated_at = $4 WHERE id = $1")
+                .bind(id)
+                .bind(&topic)
+                .bind(crate::ground::text::fold_key(&topic))
+                .bind(now)
+                .execute(conn)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .op("naming a run's topic")?;
+        on_tx!(self, conn => {
+            sqlx::query("UPDATE executor_queue SET executor_run_id = $2, updated_at = $3 WHERE id = $1")
+                .bind(task_id)
+                .bind(id)
+                .bind(now)
+                .execute(conn)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .op("linking a task to its run")?;
+        self.audit_log()
+            .audit(&NewAuditEntry {
+                actor: actor.to_string(),
+                action: "run.queued".into(),
+                subject: format!("run:{id}"),
+                reason: Some(format!("task #{task_id}: {reason}")),
+                ..NewAuditEntry::default()
+            })
+            .await?;
+        self.notify().await?;
+        self.tasks()
+            .run(id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("run {id} vanished")))
+    }
+}
+
+impl Tx {
     /// The one place a run's `state` is written ([`Tx::transition_run`] and
     /// the claim's `queued → in_progress` come here). Refuses what the table
     /// does not allow; otherwise moves the row, if it is still in `from`,
@@ -205,136 +335,28 @@ impl Tx {
     }
 
     async fn task_follows_run(&mut self, run: &Run, to: TaskStatus, actor: &str) -> Result<()> {
-        let Some(task) = self.task_by_gid(&run.task_gid).await? else {
+        let Some(task) = self.tasks().task_by_gid(&run.task_gid).await? else {
             return Ok(());
         };
         if task.status == to {
             return Ok(());
         }
-        self.transition_task(
-            task.id,
-            to,
-            actor,
-            &format!("run {} is {}", run.id, run_state_after(to)),
-        )
-        .await
-    }
-
-    /// Changes a task's status through the transition table. Audited.
-    pub async fn transition_task(
-        &mut self,
-        id: i64,
-        to: TaskStatus,
-        actor: &str,
-        reason: &str,
-    ) -> Result<()> {
-        // Locked (on PostgreSQL) until commit: a `!go` and the analyzer
-        // concluding on the same task at once are serialised, and the later
-        // one sees what the earlier did.
-        let task = self
-            .task_for_update(id)
-            .await?
-            .ok_or_else(|| StoreError::Corrupt(format!("task {id} does not exist")))?;
-        if !task_transition_allowed(task.status, to) {
-            return Err(StoreError::IllegalTransition {
-                what: format!("task #{id}"),
-                from: task.status.as_str(),
-                to: to.as_str(),
-            });
-        }
-        let now = super::now();
-        let changed = on_tx!(self, conn => {
-            sqlx::query(
-                "UPDATE executor_queue SET status = $2, status_reason = $3, updated_at = $4 \
-                 WHERE id = $1 AND status = $5",
+        self.transitions()
+            .transition_task(
+                task.id,
+                to,
+                actor,
+                &format!("run {} is {}", run.id, run_state_after(to)),
             )
-            .bind(id)
-            .bind(to.as_str())
-            .bind(reason)
-            .bind(now)
-            .bind(task.status.as_str())
-            .execute(conn)
             .await
-            .map(|done| done.rows_affected())
-        })
-        .op("changing a task's status")?;
-        if changed != 1 {
-            return Err(StoreError::IllegalTransition {
-                what: format!("task #{id} (changed meanwhile)"),
-                from: task.status.as_str(),
-                to: to.as_str(),
-            });
-        }
-        self.audit(&NewAuditEntry {
-            actor: actor.to_string(),
-            action: format!("task.{}", to.as_str()),
-            subject: format!("task:{id}"),
-            decision: Some(format!("{} → {}", task.status.as_str(), to.as_str())),
-            reason: Some(reason.to_string()),
-            ..NewAuditEntry::default()
-        })
-        .await?;
-        Ok(())
-    }
-
-    /// `!go`: approves a task and creates its run in `queued`, with its
-    /// topic `run <id>` in the executor channel. Returns the run.
-    pub async fn start_run(&mut self, task_id: i64, actor: &str, reason: &str) -> Result<Run> {
-        self.transition_task(task_id, T::Approved, actor, reason)
-            .await?;
-        let task = self
-            .task(task_id)
-            .await?
-            .ok_or_else(|| StoreError::Corrupt(format!("task {task_id} vanished")))?;
-        let id = self
-            .insert_run(&super::NewRun {
-                task_gid: task.task_gid.clone(),
-                thread_id: None,
-            })
-            .await?;
-        let topic = format!("run {id}");
-        let now = super::now();
-        on_tx!(self, conn => {
-            sqlx::query("UPDATE executor_runs SET thread_id = $2, thread_key = $3, updated_at = $4 WHERE id = $1")
-                .bind(id)
-                .bind(&topic)
-                .bind(crate::ground::text::fold_key(&topic))
-                .bind(now)
-                .execute(conn)
-                .await
-                .map(|done| done.rows_affected())
-        })
-        .op("naming a run's topic")?;
-        on_tx!(self, conn => {
-            sqlx::query("UPDATE executor_queue SET executor_run_id = $2, updated_at = $3 WHERE id = $1")
-                .bind(task_id)
-                .bind(id)
-                .bind(now)
-                .execute(conn)
-                .await
-                .map(|done| done.rows_affected())
-        })
-        .op("linking a task to its run")?;
-        self.audit(&NewAuditEntry {
-            actor: actor.to_string(),
-            action: "run.queued".into(),
-            subject: format!("run:{id}"),
-            reason: Some(format!("task #{task_id}: {reason}")),
-            ..NewAuditEntry::default()
-        })
-        .await?;
-        self.notify().await?;
-        self.run(id)
-            .await?
-            .ok_or_else(|| StoreError::Corrupt(format!("run {id} vanished")))
     }
 }
 
-impl Store {
+impl Transitions<'_> {
     /// Runs in one transaction of their own.
     pub async fn transition_run(&self, t: &Transition<'_>) -> Result<Run> {
         let mut tx = self.begin_write().await?;
-        let run = tx.transition_run(t).await?;
+        let run = tx.transitions().transition_run(t).await?;
         tx.commit().await?;
         Ok(run)
     }

@@ -9,6 +9,12 @@ use super::fence::{Fence, fenced_update};
 use super::transitions::Transition;
 use super::{NewAuditEntry, QueryContext, Result, Run, RunState, StoreError, Tx, delta, on_tx};
 
+super::tx_handle!(
+    /// The worker's mirror in its run's row, in a transaction: `tx.workers()`.
+    WorkersTx,
+    workers
+);
+
 /// What the runner records about a worker it started.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerMirror {
@@ -72,7 +78,7 @@ pub enum RunEnd {
     CostCap { reason: String, owner: String },
 }
 
-impl Tx {
+impl WorkersTx<'_> {
     /// Records a worker the runner started for its claim.
     pub async fn record_worker(&mut self, fence: &Fence, worker: &WorkerMirror) -> Result<()> {
         let now = self.clock().await?;
@@ -120,17 +126,18 @@ impl Tx {
             .map(|done| done.rows_affected())
         })
         .op("extending a worker slot")?;
-        self.audit(&NewAuditEntry {
-            actor: format!("runner:{}", fence.owner),
-            action: "run.worker_started".into(),
-            subject: format!("run:{}", fence.run),
-            reason: Some(format!(
-                "attempt {}: {} worker, pid {}",
-                fence.attempt, worker.prompt_kind, worker.pid
-            )),
-            ..NewAuditEntry::default()
-        })
-        .await?;
+        self.audit_log()
+            .audit(&NewAuditEntry {
+                actor: format!("runner:{}", fence.owner),
+                action: "run.worker_started".into(),
+                subject: format!("run:{}", fence.run),
+                reason: Some(format!(
+                    "attempt {}: {} worker, pid {}",
+                    fence.attempt, worker.prompt_kind, worker.pid
+                )),
+                ..NewAuditEntry::default()
+            })
+            .await?;
         Ok(())
     }
 
@@ -180,7 +187,7 @@ impl Tx {
             .run_for_update(fence.run)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("run {} does not exist", fence.run)))?;
-        Self::check_fence(&run, Some(fence))?;
+        Tx::check_fence(&run, Some(fence))?;
         // A run cancelled while its worker was ending stays cancelled.
         let stopped;
         let end = match end {
@@ -263,42 +270,44 @@ impl Tx {
             i64::from(matches!(end, RunEnd::Failed { .. })),
             waits,
         )?;
-        self.audit(&NewAuditEntry {
-            actor: actor.clone(),
-            action: "run.worker_exited".into(),
-            subject: format!("run:{}", fence.run),
-            decision: Some(
-                match end {
-                    RunEnd::Moved { .. } => "moved",
-                    RunEnd::PrWorkDone { .. } => "pr_work_done",
-                    RunEnd::Failed { .. } if held => "held",
-                    RunEnd::Failed { .. } => "retry",
-                    RunEnd::Waiting => "waiting",
-                    RunEnd::Stopped { .. } => "stopped",
-                    RunEnd::CostCap { .. } | RunEnd::WaitedTooOften { .. } => "held",
-                }
-                .into(),
-            ),
-            reason: Some(match exit_code {
-                Some(code) => format!("attempt {}: exit {code}: {reason}", fence.attempt),
-                None => format!("attempt {}: {reason}", fence.attempt),
-            }),
-            ..NewAuditEntry::default()
-        })
-        .await?;
-        if let RunEnd::Moved { to, reason, pr } = end {
-            if let Some(link) = pr {
-                self.record_pr_link(fence.run, link).await?;
-            }
-            // Unfenced now: the claim was released above, in this transaction.
-            self.transition_run(&Transition {
-                run: fence.run,
-                to: *to,
-                actor: &actor,
-                reason,
-                fence: None,
+        self.audit_log()
+            .audit(&NewAuditEntry {
+                actor: actor.clone(),
+                action: "run.worker_exited".into(),
+                subject: format!("run:{}", fence.run),
+                decision: Some(
+                    match end {
+                        RunEnd::Moved { .. } => "moved",
+                        RunEnd::PrWorkDone { .. } => "pr_work_done",
+                        RunEnd::Failed { .. } if held => "held",
+                        RunEnd::Failed { .. } => "retry",
+                        RunEnd::Waiting => "waiting",
+                        RunEnd::Stopped { .. } => "stopped",
+                        RunEnd::CostCap { .. } | RunEnd::WaitedTooOften { .. } => "held",
+                    }
+                    .into(),
+                ),
+                reason: Some(match exit_code {
+                    Some(code) => format!("attempt {}: exit {code}: {reason}", fence.attempt),
+                    None => format!("attempt {}: {reason}", fence.attempt),
+                }),
+                ..NewAuditEntry::default()
             })
             .await?;
+        if let RunEnd::Moved { to, reason, pr } = end {
+            if let Some(link) = pr {
+                self.prs().record_pr_link(fence.run, link).await?;
+            }
+            // Unfenced now: the claim was released above, in this transaction.
+            self.transitions()
+                .transition_run(&Transition {
+                    run: fence.run,
+                    to: *to,
+                    actor: &actor,
+                    reason,
+                    fence: None,
+                })
+                .await?;
         }
         if let RunEnd::PrWorkDone { outcome, .. } = end {
             self.pr_work_done(fence.run, *outcome, now).await?;
@@ -314,10 +323,13 @@ impl Tx {
                 RunEnd::WaitedTooOften { .. } => "waits",
                 _ => "attempts",
             };
-            self.insert_notice(fence.run, kind, &reason).await?;
+            self.controls()
+                .insert_notice(fence.run, kind, &reason)
+                .await?;
         }
         self.notify().await?;
-        self.run(fence.run)
+        self.tasks()
+            .run(fence.run)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("run {} vanished", fence.run)))
     }

@@ -359,10 +359,10 @@ where
             None => false,
         };
         loop {
-            let mut due = store.due_outbox(&self.session, 100).await?;
+            let mut due = store.outbox().due_outbox(&self.session, 100).await?;
             if mirror_is_ours {
                 for (identity, _) in &self.mirror.speakers {
-                    due.extend(store.due_outbox(identity, 100).await?);
+                    due.extend(store.outbox().due_outbox(identity, 100).await?);
                 }
                 due.sort_by_key(|item| item.id);
                 due.dedup_by_key(|item| item.id);
@@ -387,7 +387,7 @@ where
                     self.output.write_all(text.as_bytes()).await?;
                     self.output.flush().await?;
                 }
-                store.outbox_delivered(item.id, None).await?;
+                store.outbox().outbox_delivered(item.id, None).await?;
             }
         }
     }
@@ -425,7 +425,7 @@ async fn handle_line(
         // `shell:<n>` of this line is no other session's.
         let message_id = {
             let mut tx = ctx.store.begin_write().await?;
-            let id = tx.next_local_message_id(IDENTITY).await?;
+            let id = tx.handled().next_local_message_id(IDENTITY).await?;
             tx.commit().await?;
             id
         };

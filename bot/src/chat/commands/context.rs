@@ -121,7 +121,7 @@ impl<'t, 'a> CommandContext<'t, 'a> {
         if !crate::ground::text::eq_fold(channel, &self.profile.executor_channel) {
             return Ok(None);
         }
-        self.tx.run_by_thread(topic).await
+        self.tx.tasks().run_by_thread(topic).await
     }
 
     /// The run a command names, or the run of the topic it was typed in.
@@ -147,7 +147,7 @@ impl<'t, 'a> CommandContext<'t, 'a> {
         &mut self,
         id: i64,
     ) -> Result<Result<Run, CommandReply>, StoreError> {
-        Ok(match self.tx.run(id).await? {
+        Ok(match self.tx.tasks().run(id).await? {
             Some(run) => Ok(run),
             None => Err(CommandReply::refused(format!(
                 "There is no run {id}. `!status` lists the open ones."

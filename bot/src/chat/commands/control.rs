@@ -64,6 +64,7 @@ impl Handler for Cancel {
         let actor = cx.message.sender_actor();
         let run = cx
             .tx
+            .transitions()
             .transition_run(&Transition {
                 run: run.id,
                 to: RunState::Cancelled,
@@ -167,7 +168,11 @@ async fn hold(
     }
     let reason = format!("{} by {}", if held { "held" } else { "released" }, cx.who());
     let actor = cx.message.sender_actor();
-    let run = cx.tx.set_held(run_id, held, &actor, &reason, false).await?;
+    let run = cx
+        .tx
+        .holds()
+        .set_held(run_id, held, &actor, &reason, false)
+        .await?;
     let (post_text, reply) = if held {
         (
             format!("Run {run_id} is {reason}: its worker stops at a safe point."),
@@ -221,6 +226,7 @@ impl Handler for Retry {
         let run = match run.state {
             RunState::Abandoned => {
                 cx.tx
+                    .transitions()
                     .transition_run(&Transition {
                         run: run_id,
                         to: RunState::Queued,
@@ -229,7 +235,10 @@ impl Handler for Retry {
                         fence: None,
                     })
                     .await?;
-                cx.tx.set_held(run_id, false, &actor, &reason, true).await?
+                cx.tx
+                    .holds()
+                    .set_held(run_id, false, &actor, &reason, true)
+                    .await?
             }
             state if state.is_final() => {
                 return Ok(CommandReply::refused(format!(
@@ -248,7 +257,12 @@ impl Handler for Retry {
                     }
                 )));
             }
-            _ => cx.tx.set_held(run_id, false, &actor, &reason, true).await?,
+            _ => {
+                cx.tx
+                    .holds()
+                    .set_held(run_id, false, &actor, &reason, true)
+                    .await?
+            }
         };
         let post =
             format!("Run {run_id} is {reason}: a fresh attempt starts when a worker is free.");
@@ -313,7 +327,7 @@ async fn switch(
     control: Control,
     on: bool,
 ) -> Result<CommandReply, StoreError> {
-    let was = cx.tx.control(control).await?;
+    let was = cx.tx.controls().control(control).await?;
     if was == on {
         return Ok(CommandReply::refused(match (control, on) {
             (Control::Paused, true) => "Claiming is paused already. `!resume` starts it again.",
@@ -323,7 +337,7 @@ async fn switch(
         }));
     }
     let actor = cx.message.sender_actor();
-    cx.tx.set_control(control, on, &actor).await?;
+    cx.tx.controls().set_control(control, on, &actor).await?;
     Ok(CommandReply::ok(match (control, on) {
         (Control::Paused, true) => {
             "Paused: no runner starts new work until `!resume`; running workers go on."

@@ -54,6 +54,7 @@ impl Handler for Confirm {
         let here = cx.message.reply_destination();
         let Some(proposal) = cx
             .tx
+            .conversations()
             .open_proposal(cx.message.sender.user_id, self.proposal, &here, since)
             .await?
         else {
@@ -100,8 +101,16 @@ impl Handler for Confirm {
             late: false,
         };
         let mut reply = super::queue_task(cx.tx, &asked, &title, &description, 1).await?;
-        if let Some(task) = cx.tx.task_by_gid(&super::task_gid(&asked, 1)).await? {
-            cx.tx.capture_proposal(proposal.id, task.id).await?;
+        if let Some(task) = cx
+            .tx
+            .tasks()
+            .task_by_gid(&super::task_gid(&asked, 1))
+            .await?
+        {
+            cx.tx
+                .conversations()
+                .capture_proposal(proposal.id, task.id)
+                .await?;
         }
         reply.text.push_str(" (confirmed from your message)");
         Ok(reply)

@@ -208,21 +208,22 @@ pub async fn queue(
             private: message.private,
         },
     };
-    match tx.insert_task(&new).await? {
+    match tx.tasks().insert_task(&new).await? {
         Some(id) => {
-            tx.audit(&NewAuditEntry {
-                actor: message.sender_actor(),
-                action: "task.queued".into(),
-                subject: format!("task:{id}"),
-                reason: Some(format!("captured from {}", message.place)),
-                source_message_id: Some(message.message_id),
-                ..NewAuditEntry::default()
-            })
-            .await?;
+            tx.audit_log()
+                .audit(&NewAuditEntry {
+                    actor: message.sender_actor(),
+                    action: "task.queued".into(),
+                    subject: format!("task:{id}"),
+                    reason: Some(format!("captured from {}", message.place)),
+                    source_message_id: Some(message.message_id),
+                    ..NewAuditEntry::default()
+                })
+                .await?;
             Ok(CommandReply::ok(format!("Queued task #{id}: {title}")))
         }
         None => {
-            let existing = tx.task_by_gid(&gid).await?;
+            let existing = tx.tasks().task_by_gid(&gid).await?;
             let id = existing.map(|t| t.id).unwrap_or_default();
             Ok(CommandReply::ok(format!(
                 "This message was queued already as task #{id}."

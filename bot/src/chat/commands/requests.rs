@@ -139,6 +139,7 @@ async fn decide(
                 if here.id != first
                     && cx
                         .tx
+                        .requests()
                         .requests_of_run(here.id)
                         .await?
                         .iter()
@@ -156,7 +157,7 @@ async fn decide(
         Err(reply) => return Ok(reply),
     };
     let run_id = run.id;
-    let requests = cx.tx.requests_of_run(run_id).await?;
+    let requests = cx.tx.requests().requests_of_run(run_id).await?;
     let open: Vec<&Request> = requests.iter().filter(|r| r.status.is_open()).collect();
     let request = match request_id {
         Some(id) => match requests.iter().find(|r| r.id == id) {
@@ -219,6 +220,7 @@ async fn decide(
     let actor = cx.message.sender_actor();
     let decided = cx
         .tx
+        .requests()
         .human_decision(
             request.id,
             &Approval {
@@ -235,7 +237,7 @@ async fn decide(
             request.id
         )));
     };
-    cx.tx.settle_waiting(run_id).await?;
+    cx.tx.holds().settle_waiting(run_id).await?;
     let tag = if approve { "APPROVED" } else { "DENIED" };
     let extra = match (&text, approve) {
         (Some(note), true) => format!(" — note: {}", neutralize_mentions(note)),

@@ -76,6 +76,7 @@ impl Handler for Show {
         };
         let Some(request) = cx
             .tx
+            .requests()
             .request(self.request)
             .await?
             .filter(|r| r.run_id == run.id)
@@ -85,7 +86,7 @@ impl Handler for Show {
                 run.id, self.request, run.id
             )));
         };
-        let task = cx.tx.task_by_gid(&run.task_gid).await?;
+        let task = cx.tx.tasks().task_by_gid(&run.task_gid).await?;
         if let Some(task) = &task
             && !visible(task, cx.message, cx.sender_is_approver())
         {

@@ -53,7 +53,7 @@ pub(super) async fn overview(
     let offset = i64::from(page - 1) * PAGE_SIZE;
     let mut out = String::new();
     if with_counts {
-        let counts = tx.status_counts().await?;
+        let counts = tx.tasks().status_counts().await?;
         if counts.tasks.is_empty() && counts.runs.is_empty() {
             return Ok(CommandReply::ok(
                 "Nothing queued or running. `!queue <title>` adds a task.",
@@ -64,11 +64,11 @@ pub(super) async fn overview(
         out.push_str(&format!("**Tasks**: {tasks} · **Runs**: {runs}\n"));
         out.push_str(&executors_line(tx).await?);
     }
-    let task_total = tx.open_task_count().await?;
-    let run_total = tx.open_run_count().await?;
-    let tasks = tx.open_tasks(offset, PAGE_SIZE).await?;
+    let task_total = tx.tasks().open_task_count().await?;
+    let run_total = tx.tasks().open_run_count().await?;
+    let tasks = tx.tasks().open_tasks(offset, PAGE_SIZE).await?;
     let runs = if with_counts {
-        tx.open_runs(offset, PAGE_SIZE).await?
+        tx.tasks().open_runs(offset, PAGE_SIZE).await?
     } else {
         Vec::new()
     };
@@ -86,7 +86,7 @@ pub(super) async fn overview(
     if with_counts && run_total > 0 {
         out.push_str(&format!("\n**Open runs** ({run_total}):\n"));
         for run in &runs {
-            let requests = tx.requests_of_run(run.id).await?;
+            let requests = tx.requests().requests_of_run(run.id).await?;
             out.push_str(&format!("* {}\n", run_line(run, &requests)));
         }
         if runs.is_empty() {
@@ -110,13 +110,14 @@ pub(super) async fn overview(
 
 /// Who is there to run the work: live runners, busy slots, the switches.
 async fn executors_line(tx: &mut Tx) -> Result<String, StoreError> {
-    let runners = tx.live_leases(RUNNER_PRESENCE_PREFIX).await?;
-    let busy = tx.busy_slots().await?;
+    let runners = tx.leases().live_leases(RUNNER_PRESENCE_PREFIX).await?;
+    let busy = tx.claims().busy_slots().await?;
     let mut line = match runners {
         0 => "**Executors**: none running (start one: `eagle run --profile executor`)".to_string(),
         n => format!("**Executors**: {n} running, {busy} worker(s) busy"),
     };
     let unconfined = tx
+        .leases()
         .live_leases(crate::confine::sandbox::UNCONFINED_PRESENCE)
         .await?;
     if unconfined > 0 {
@@ -124,10 +125,10 @@ async fn executors_line(tx: &mut Tx) -> Result<String, StoreError> {
             " · **workers run unconfined** on {unconfined} of them (`[runner.sandbox] mode = \"off\"`: no sandbox)"
         ));
     }
-    if tx.control(Control::Paused).await? {
+    if tx.controls().control(Control::Paused).await? {
         line.push_str(" · **paused** (`!resume` starts new work again)");
     }
-    if tx.control(Control::HoldAll).await? {
+    if tx.controls().control(Control::HoldAll).await? {
         line.push_str(" · **every run held** (`!unhold all` lets them go on)");
     }
     line.push('\n');
@@ -252,12 +253,12 @@ pub(super) async fn task_status(
     approver: bool,
     id: i64,
 ) -> Result<CommandReply, StoreError> {
-    let Some(task) = tx.task(id).await? else {
+    let Some(task) = tx.tasks().task(id).await? else {
         return Ok(CommandReply::refused(format!(
             "There is no task #{id}. `!status` lists the open ones."
         )));
     };
-    let runs = tx.runs_of_task(&task.task_gid).await?;
+    let runs = tx.tasks().runs_of_task(&task.task_gid).await?;
     let mut out;
     if visible(&task, message, approver) {
         out = format!("**Task #{}**: {}\n", task.id, echo(&task.title));
@@ -329,7 +330,7 @@ pub(super) async fn task_status(
     } else {
         out.push_str("Runs:\n");
         for run in &runs {
-            let requests = tx.requests_of_run(run.id).await?;
+            let requests = tx.requests().requests_of_run(run.id).await?;
             out.push_str(&format!("* {}\n", run_line(run, &requests)));
         }
     }
@@ -342,12 +343,12 @@ pub(super) async fn run_status(
     approver: bool,
     id: i64,
 ) -> Result<CommandReply, StoreError> {
-    let Some(run) = tx.run(id).await? else {
+    let Some(run) = tx.tasks().run(id).await? else {
         return Ok(CommandReply::refused(format!(
             "There is no run {id}. `!status` lists the open ones."
         )));
     };
-    let task = tx.task_by_gid(&run.task_gid).await?;
+    let task = tx.tasks().task_by_gid(&run.task_gid).await?;
     let title = match &task {
         Some(t) if visible(t, message, approver) => format!("task #{} ({})", t.id, echo(&t.title)),
         Some(t) => format!("task #{} (private)", t.id),
@@ -431,7 +432,7 @@ pub(super) async fn run_status(
     if let Some(who) = &run.waiting_on {
         out.push_str(&format!("waiting on: {}\n", echo(who)));
     }
-    let said = tx.status_lines(run.id).await?;
+    let said = tx.conversations().status_lines(run.id).await?;
     if !said.is_empty() {
         out.push_str("the worker said last:\n");
         for line in &said {
@@ -442,11 +443,11 @@ pub(super) async fn run_status(
             ));
         }
     }
-    if let Some(line) = network_line(&tx.egress_refusals(run.id).await?) {
+    if let Some(line) = network_line(&tx.egress().egress_refusals(run.id).await?) {
         out.push_str(&line);
         out.push('\n');
     }
-    let requests = tx.requests_of_run(run.id).await?;
+    let requests = tx.requests().requests_of_run(run.id).await?;
     if !requests.is_empty() {
         out.push_str("requests:\n");
         // The newest matter most; the audit log keeps the rest.
@@ -490,17 +491,17 @@ pub(super) async fn run_status(
 /// The task `!why` is asked about, directly or through its run or request.
 async fn task_of_target(tx: &mut Tx, target: WhyTarget) -> Result<Option<Task>, StoreError> {
     let run_id = match target {
-        WhyTarget::Task(id) => return tx.task(id).await,
+        WhyTarget::Task(id) => return tx.tasks().task(id).await,
         WhyTarget::Run(id) => Some(id),
-        WhyTarget::Request(id) => tx.request(id).await?.map(|r| r.run_id),
+        WhyTarget::Request(id) => tx.requests().request(id).await?.map(|r| r.run_id),
     };
     let Some(run) = (match run_id {
-        Some(id) => tx.run(id).await?,
+        Some(id) => tx.tasks().run(id).await?,
         None => None,
     }) else {
         return Ok(None);
     };
-    tx.task_by_gid(&run.task_gid).await
+    tx.tasks().task_by_gid(&run.task_gid).await
 }
 
 pub(super) async fn why(
@@ -515,11 +516,15 @@ pub(super) async fn why(
         .await?
         .is_some_and(|task| !visible(&task, message, approver));
     let subject = target.subject();
-    let mut entries = tx.audit_trail(&subject).await?;
+    let mut entries = tx.audit_log().audit_trail(&subject).await?;
     if let WhyTarget::Run(run) = target {
         // A run's story includes the decisions on its requests.
-        for request in tx.requests_of_run(run).await? {
-            entries.extend(tx.audit_trail(&format!("request:{}", request.id)).await?);
+        for request in tx.requests().requests_of_run(run).await? {
+            entries.extend(
+                tx.audit_log()
+                    .audit_trail(&format!("request:{}", request.id))
+                    .await?,
+            );
         }
         entries.sort_by_key(|e| e.id);
     }

@@ -38,13 +38,14 @@ impl ChatCommand for Go {
 impl Handler for Go {
     async fn handle(&self, cx: &mut CommandContext<'_, '_>) -> Result<CommandReply, StoreError> {
         let task_id = self.task;
-        let Some(task) = cx.tx.task(task_id).await? else {
+        let Some(task) = cx.tx.tasks().task(task_id).await? else {
             return Ok(CommandReply::refused(format!(
                 "There is no task #{task_id}. `!status` lists the open ones."
             )));
         };
         if let Some(run) = cx
             .tx
+            .tasks()
             .runs_of_task(&task.task_gid)
             .await?
             .into_iter()
@@ -80,7 +81,11 @@ impl Handler for Go {
             _ => format!("!go by {}", cx.who()),
         };
         let actor = cx.message.sender_actor();
-        let run = cx.tx.start_run(task_id, &actor, &reason).await?;
+        let run = cx
+            .tx
+            .transitions()
+            .start_run(task_id, &actor, &reason)
+            .await?;
         let title = if task.origin_private {
             String::new()
         } else {
@@ -145,6 +150,7 @@ impl Handler for Reanalyze {
         }
         let actor = cx.message.sender_actor();
         cx.tx
+            .analyses()
             .request_analyzer_job(
                 self.confirm,
                 &actor,

@@ -238,7 +238,7 @@ async fn each(
     let mut lines = Vec::new();
     let mut all_ok = true;
     for &id in ids {
-        let line = match cx.tx.task(id).await? {
+        let line = match cx.tx.tasks().task(id).await? {
             None => Err("does not exist (`!status` lists the open ones)".to_string()),
             Some(task) => one(cx, &task, act).await?,
         };
@@ -289,7 +289,12 @@ async fn one(
         return Ok(Err(refusal));
     }
     let actor = cx.message.sender_actor();
-    match cx.tx.transition_task(task.id, to, &actor, reason).await {
+    match cx
+        .tx
+        .transitions()
+        .transition_task(task.id, to, &actor, reason)
+        .await
+    {
         Ok(()) => {}
         Err(StoreError::IllegalTransition { from, .. }) => {
             return Ok(Err(format!("is {from}, which cannot be {done}")));
@@ -311,21 +316,23 @@ async fn set_priority(
     if task.priority == Some(priority) {
         return Ok(Err(format!("has priority {priority} already")));
     }
-    cx.tx.set_task_priority(task.id, Some(priority)).await?;
+    cx.tx
+        .tasks()
+        .set_task_priority(task.id, Some(priority))
+        .await?;
     let before = task
         .priority
         .map_or_else(|| "none".to_string(), |p| p.to_string());
-    cx.tx
-        .audit(&NewAuditEntry {
-            actor: cx.message.sender_actor(),
-            action: "task.priority".into(),
-            subject: format!("task:{}", task.id),
-            decision: Some(format!("{before} → {priority}")),
-            reason: Some(format!("!priority by {}", cx.who())),
-            source_message_id: Some(cx.message.message_id),
-            ..NewAuditEntry::default()
-        })
-        .await?;
+    let entry = NewAuditEntry {
+        actor: cx.message.sender_actor(),
+        action: "task.priority".into(),
+        subject: format!("task:{}", task.id),
+        decision: Some(format!("{before} → {priority}")),
+        reason: Some(format!("!priority by {}", cx.who())),
+        source_message_id: Some(cx.message.message_id),
+        ..NewAuditEntry::default()
+    };
+    cx.tx.audit_log().audit(&entry).await?;
     Ok(Ok(format!(
         "{} with priority {priority}",
         task.status.as_str()
@@ -341,6 +348,7 @@ async fn running(
 ) -> Result<Option<String>, StoreError> {
     let open = cx
         .tx
+        .tasks()
         .runs_of_task(&task.task_gid)
         .await?
         .into_iter()

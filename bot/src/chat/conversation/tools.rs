@@ -238,7 +238,7 @@ fn title(viewer: &Viewer, task: &Task) -> Value {
 
 async fn inbox(tx: &mut Tx, viewer: &Viewer, status: Option<&str>, limit: Option<i64>) -> Lookup {
     let limit = limit.unwrap_or(15).clamp(1, 30);
-    let tasks = tx.open_tasks(0, 200).await.map_err(store_error)?;
+    let tasks = tx.tasks().open_tasks(0, 200).await.map_err(store_error)?;
     let mut out = Vec::new();
     for task in tasks.iter().rev() {
         if status.is_some_and(|s| s != task.status.as_str()) {
@@ -255,15 +255,19 @@ async fn inbox(tx: &mut Tx, viewer: &Viewer, status: Option<&str>, limit: Option
             break;
         }
     }
-    let total = tx.open_task_count().await.map_err(store_error)?;
+    let total = tx.tasks().open_task_count().await.map_err(store_error)?;
     Ok(Ok(json!({"open_tasks": total, "tasks": out})))
 }
 
 async fn task(tx: &mut Tx, viewer: &Viewer, id: i64) -> Lookup {
-    let Some(task) = tx.task(id).await.map_err(store_error)? else {
+    let Some(task) = tx.tasks().task(id).await.map_err(store_error)? else {
         return Ok(Err(format!("there is no task {id}")));
     };
-    let runs = tx.runs_of_task(&task.task_gid).await.map_err(store_error)?;
+    let runs = tx
+        .tasks()
+        .runs_of_task(&task.task_gid)
+        .await
+        .map_err(store_error)?;
     let visible = viewer.sees(&task);
     Ok(Ok(json!({
         "task": task.id,
@@ -280,12 +284,24 @@ async fn task(tx: &mut Tx, viewer: &Viewer, id: i64) -> Lookup {
 }
 
 async fn run(tx: &mut Tx, viewer: &Viewer, id: i64) -> Lookup {
-    let Some(run) = tx.run(id).await.map_err(store_error)? else {
+    let Some(run) = tx.tasks().run(id).await.map_err(store_error)? else {
         return Ok(Err(format!("there is no run {id}")));
     };
-    let task = tx.task_by_gid(&run.task_gid).await.map_err(store_error)?;
-    let requests = tx.requests_of_run(run.id).await.map_err(store_error)?;
-    let status = tx.status_lines(run.id).await.map_err(store_error)?;
+    let task = tx
+        .tasks()
+        .task_by_gid(&run.task_gid)
+        .await
+        .map_err(store_error)?;
+    let requests = tx
+        .requests()
+        .requests_of_run(run.id)
+        .await
+        .map_err(store_error)?;
+    let status = tx
+        .conversations()
+        .status_lines(run.id)
+        .await
+        .map_err(store_error)?;
     let private = task.as_ref().is_some_and(|t| !viewer.sees(t));
     let requests: Vec<Value> = requests
         .iter()
@@ -344,7 +360,7 @@ async fn run_topic(
     history: Option<&dyn crate::runtime::posts::History>,
     id: i64,
 ) -> Lookup {
-    let Some(run) = tx.run(id).await.map_err(store_error)? else {
+    let Some(run) = tx.tasks().run(id).await.map_err(store_error)? else {
         return Ok(Err(format!("there is no run {id}")));
     };
     // People's messages too, from the server; else the bots' own posts.
@@ -364,6 +380,7 @@ async fn run_topic(
         })));
     }
     let posts = tx
+        .conversations()
         .topic_posts(channel, &run.topic(), TOPIC_WINDOW)
         .await
         .map_err(store_error)?;
@@ -383,14 +400,22 @@ async fn audit(tx: &mut Tx, viewer: &Viewer, subject: &str) -> Lookup {
     };
     // A private task's trail is as private as its text.
     let task = match kind.trim() {
-        "task" => tx.task(id).await.map_err(store_error)?,
-        "run" => match tx.run(id).await.map_err(store_error)? {
-            Some(run) => tx.task_by_gid(&run.task_gid).await.map_err(store_error)?,
+        "task" => tx.tasks().task(id).await.map_err(store_error)?,
+        "run" => match tx.tasks().run(id).await.map_err(store_error)? {
+            Some(run) => tx
+                .tasks()
+                .task_by_gid(&run.task_gid)
+                .await
+                .map_err(store_error)?,
             None => None,
         },
-        "request" => match tx.request(id).await.map_err(store_error)? {
-            Some(r) => match tx.run(r.run_id).await.map_err(store_error)? {
-                Some(run) => tx.task_by_gid(&run.task_gid).await.map_err(store_error)?,
+        "request" => match tx.requests().request(id).await.map_err(store_error)? {
+            Some(r) => match tx.tasks().run(r.run_id).await.map_err(store_error)? {
+                Some(run) => tx
+                    .tasks()
+                    .task_by_gid(&run.task_gid)
+                    .await
+                    .map_err(store_error)?,
                 None => None,
             },
             None => None,
@@ -399,6 +424,7 @@ async fn audit(tx: &mut Tx, viewer: &Viewer, subject: &str) -> Lookup {
     };
     let private = task.as_ref().is_some_and(|t| !viewer.sees(t));
     let entries = tx
+        .audit_log()
         .audit_trail(&format!("{}:{id}", kind.trim()))
         .await
         .map_err(store_error)?;
@@ -424,10 +450,12 @@ async fn audit(tx: &mut Tx, viewer: &Viewer, subject: &str) -> Lookup {
 
 async fn changes_since(tx: &mut Tx, viewer: &Viewer, since: DateTime<Utc>) -> Lookup {
     let tasks = tx
+        .conversations()
         .tasks_added_since(since, 200)
         .await
         .map_err(store_error)?;
     let runs = tx
+        .conversations()
         .runs_changed_since(since, 200)
         .await
         .map_err(store_error)?;
@@ -436,7 +464,11 @@ async fn changes_since(tx: &mut Tx, viewer: &Viewer, since: DateTime<Utc>) -> Lo
     let mut started = Vec::new();
     let mut held = Vec::new();
     for run in &runs {
-        let task = tx.task_by_gid(&run.task_gid).await.map_err(store_error)?;
+        let task = tx
+            .tasks()
+            .task_by_gid(&run.task_gid)
+            .await
+            .map_err(store_error)?;
         let entry = json!({
             "run": run.id,
             "task": task.as_ref().map(|t| t.id),

@@ -94,7 +94,7 @@ impl Refusals {
         if batch.is_empty() {
             return;
         }
-        if let Err(error) = self.store.record_refusals(run_id, &batch).await {
+        if let Err(error) = self.store.egress().record_refusals(run_id, &batch).await {
             tracing::warn!(%error, run = run_id, "cannot record egress refusals yet");
             self.put_back(batch);
         }

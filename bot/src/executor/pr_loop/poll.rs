@@ -15,7 +15,7 @@ impl PrLoop {
     pub(super) async fn poll(&self, watcher: &Watcher, run: &Run) -> Result<(), PollError> {
         let Some(number) = run.pr_number.filter(|n| *n > 0) else {
             if run.state == RunState::Pr {
-                self.store.set_pr_status(run.id, NO_PR_NUMBER).await?;
+                self.store.prs().set_pr_status(run.id, NO_PR_NUMBER).await?;
             }
             return Ok(());
         };
@@ -88,7 +88,7 @@ impl PrLoop {
                 }
             }
         }
-        let requests = self.store.requests_of_run(run.id).await?;
+        let requests = self.store.requests().requests_of_run(run.id).await?;
         let mut facts = RunFacts::of(run);
         facts.waiting = requests.iter().any(|r| {
             r.status.is_open()
@@ -158,6 +158,7 @@ impl PrLoop {
         };
         let mut tx = self.store.begin_write().await?;
         let Some(polled) = tx
+            .prs()
             .record_pr_poll(&PrPoll {
                 run: run.id,
                 state: run.state,
@@ -180,30 +181,32 @@ impl PrLoop {
             return Ok(());
         };
         for request in &polled.expired {
-            tx.insert_notice(
-                run.id,
-                "merge_expired",
-                &format!(
-                    "req:{} the PR's head moved to {}; the worker asks again",
-                    request.id,
-                    short_sha(head)
-                ),
-            )
-            .await?;
+            tx.controls()
+                .insert_notice(
+                    run.id,
+                    "merge_expired",
+                    &format!(
+                        "req:{} the PR's head moved to {}; the worker asks again",
+                        request.id,
+                        short_sha(head)
+                    ),
+                )
+                .await?;
         }
         let topic = run.topic();
         let pr = format!("PR #{number}");
         match step {
             Step::Merged => {
-                tx.close_pr(run.id, "merged").await?;
-                tx.transition_run(&Transition {
-                    run: run.id,
-                    to: RunState::Complete,
-                    actor: ACTOR,
-                    reason: "its PR was merged",
-                    fence: None,
-                })
-                .await?;
+                tx.prs().close_pr(run.id, "merged").await?;
+                tx.transitions()
+                    .transition_run(&Transition {
+                        run: run.id,
+                        to: RunState::Complete,
+                        actor: ACTOR,
+                        reason: "its PR was merged",
+                        fence: None,
+                    })
+                    .await?;
                 self.poster
                     .post(
                         &mut tx,
@@ -213,15 +216,16 @@ impl PrLoop {
                     .await?;
             }
             Step::Closed => {
-                tx.close_pr(run.id, "closed without merging").await?;
-                tx.transition_run(&Transition {
-                    run: run.id,
-                    to: RunState::Abandoned,
-                    actor: ACTOR,
-                    reason: "its PR was closed without merging",
-                    fence: None,
-                })
-                .await?;
+                tx.prs().close_pr(run.id, "closed without merging").await?;
+                tx.transitions()
+                    .transition_run(&Transition {
+                        run: run.id,
+                        to: RunState::Abandoned,
+                        actor: ACTOR,
+                        reason: "its PR was closed without merging",
+                        fence: None,
+                    })
+                    .await?;
                 self.poster
                     .post(
                         &mut tx,
@@ -234,10 +238,15 @@ impl PrLoop {
                     .await?;
             }
             Step::Hold { status } if !run.held => {
-                tx.set_held(run.id, true, ACTOR, &status, false).await?;
+                tx.holds()
+                    .set_held(run.id, true, ACTOR, &status, false)
+                    .await?;
                 let owner = self.owner_label(run).await;
-                tx.set_waiting_on(run.id, Some(&owner), None).await?;
-                tx.insert_notice(run.id, "pr_held", &format!("{pr}: {status}"))
+                tx.holds()
+                    .set_waiting_on(run.id, Some(&owner), None)
+                    .await?;
+                tx.controls()
+                    .insert_notice(run.id, "pr_held", &format!("{pr}: {status}"))
                     .await?;
                 self.poster
                     .post(
@@ -248,16 +257,18 @@ impl PrLoop {
                     .await?;
             }
             Step::Complete { status } => {
-                tx.transition_run(&Transition {
-                    run: run.id,
-                    to: RunState::Complete,
-                    actor: ACTOR,
-                    reason: &status,
-                    fence: None,
-                })
-                .await?;
-                tx.mark_comments_seen(run.id, now).await?;
-                tx.insert_notice(run.id, "complete", view.pull.html_url.as_str())
+                tx.transitions()
+                    .transition_run(&Transition {
+                        run: run.id,
+                        to: RunState::Complete,
+                        actor: ACTOR,
+                        reason: &status,
+                        fence: None,
+                    })
+                    .await?;
+                tx.prs().mark_comments_seen(run.id, now).await?;
+                tx.controls()
+                    .insert_notice(run.id, "complete", view.pull.html_url.as_str())
                     .await?;
                 let draft = if !view.pull.draft {
                     ""
@@ -283,7 +294,8 @@ impl PrLoop {
                 how: Trigger::None,
                 status,
             } => {
-                tx.insert_notice(run.id, "ci_never_ran", &format!("{pr}: {status}"))
+                tx.controls()
+                    .insert_notice(run.id, "ci_never_ran", &format!("{pr}: {status}"))
                     .await?;
             }
             Step::TriggerCi { status, .. } => {
@@ -329,7 +341,8 @@ impl PrLoop {
         let pull = &view.pull;
         if pull.merged || pull.state == PrState::Closed {
             let mut tx = self.store.begin_write().await?;
-            tx.close_pr(run.id, if pull.merged { "merged" } else { "closed" })
+            tx.prs()
+                .close_pr(run.id, if pull.merged { "merged" } else { "closed" })
                 .await?;
             tx.commit().await?;
             return Ok(());
@@ -388,7 +401,7 @@ impl PrLoop {
                     "{} commented on its draft PR",
                     neutralize_mentions(&one_line(&author, 60))
                 );
-                tx.reopen_pr(run.id, at, &reason).await?;
+                tx.prs().reopen_pr(run.id, at, &reason).await?;
                 self.poster
                     .post(
                         &mut tx,
@@ -401,22 +414,23 @@ impl PrLoop {
                     .await?;
             }
             None => {
-                tx.record_pr_poll(&PrPoll {
-                    run: run.id,
-                    state: RunState::Complete,
-                    head_sha: &pull.head_sha,
-                    pr_url: Some(&pull.html_url),
-                    status: "complete: waiting for a human to merge it",
-                    poll: memo.as_deref(),
-                    work: None,
-                    counts_ci_attempt: false,
-                    counts_round: false,
-                    read_at: run.updated_at,
-                    ci_triggered_sha: None,
-                    comments_seen_at: None,
-                    seen: Some(&pr_seen(view)),
-                })
-                .await?;
+                tx.prs()
+                    .record_pr_poll(&PrPoll {
+                        run: run.id,
+                        state: RunState::Complete,
+                        head_sha: &pull.head_sha,
+                        pr_url: Some(&pull.html_url),
+                        status: "complete: waiting for a human to merge it",
+                        poll: memo.as_deref(),
+                        work: None,
+                        counts_ci_attempt: false,
+                        counts_round: false,
+                        read_at: run.updated_at,
+                        ci_triggered_sha: None,
+                        comments_seen_at: None,
+                        seen: Some(&pr_seen(view)),
+                    })
+                    .await?;
             }
         }
         tx.commit().await?;
@@ -448,14 +462,19 @@ impl PrLoop {
     /// recorded as the run's, so a `!retry` finds it not the run's again.
     async fn not_its_pr(&self, run: &Run, number: i64, status: &str) -> Result<(), PollError> {
         if run.held {
-            self.store.set_pr_status(run.id, status).await?;
+            self.store.prs().set_pr_status(run.id, status).await?;
             return Ok(());
         }
         let owner = self.owner_label(run).await;
         let mut tx = self.store.begin_write().await?;
-        tx.set_held(run.id, true, ACTOR, status, false).await?;
-        tx.set_waiting_on(run.id, Some(&owner), None).await?;
-        tx.insert_notice(run.id, "pr_held", &format!("PR #{number}: {status}"))
+        tx.holds()
+            .set_held(run.id, true, ACTOR, status, false)
+            .await?;
+        tx.holds()
+            .set_waiting_on(run.id, Some(&owner), None)
+            .await?;
+        tx.controls()
+            .insert_notice(run.id, "pr_held", &format!("PR #{number}: {status}"))
             .await?;
         self.poster
             .post(
@@ -469,7 +488,7 @@ impl PrLoop {
             )
             .await?;
         tx.commit().await?;
-        self.store.set_pr_status(run.id, status).await?;
+        self.store.prs().set_pr_status(run.id, status).await?;
         Ok(())
     }
 }

@@ -19,7 +19,7 @@ use crate::store::{Request, RequestStatus, StoreError};
 pub(super) async fn run_branch(ctx: &SocketCtx) -> Result<String, StoreError> {
     let run = {
         let mut tx = ctx.shared.store.begin_read().await?;
-        tx.run(ctx.fence.run).await?
+        tx.tasks().run(ctx.fence.run).await?
     };
     Ok(run
         .and_then(|r| r.branch_name)
@@ -102,14 +102,15 @@ pub(super) async fn after_approval(
         let carried = ctx
             .shared
             .store
+            .requests()
             .request(id)
             .await?
             .filter(|r| r.carried_out_at.is_some());
         if let Some(carried) = carried {
             let text = carried.carried_out.clone().unwrap_or_default();
-            let result = ctx.shared.store.carried_result(id).await?;
+            let result = ctx.shared.store.carried().carried_result(id).await?;
             let mut tx = ctx.shared.store.begin_write().await?;
-            tx.mark_delivered(&[request.id]).await?;
+            tx.requests().mark_delivered(&[request.id]).await?;
             tx.commit().await?;
             let Some(result) = result else {
                 return Ok(Some(Answer {
@@ -154,6 +155,7 @@ async fn carry_push(ctx: &SocketCtx, request: &Request, sha: &str) -> Result<(),
         Some(remote) => {
             let pushed_before: Vec<String> = shared
                 .store
+                .carried()
                 .carried_results(ctx.fence.run, "push_branch")
                 .await?
                 .iter()
@@ -200,14 +202,17 @@ async fn carry_push(ctx: &SocketCtx, request: &Request, sha: &str) -> Result<(),
         Err(why) => (format!("Eagle did not push {short}: {why}"), None),
     };
     let mut tx = shared.store.begin_write().await?;
-    let run = tx.run(ctx.fence.run).await?;
+    let run = tx.tasks().run(ctx.fence.run).await?;
     if tx
+        .requests()
         .record_carried_out(request.id, &text, carried.is_some())
         .await?
     {
         if let Some(carried) = &carried {
             let json = serde_json::to_string(carried).unwrap_or_default();
-            tx.record_carried_result(request.id, &json).await?;
+            tx.carried()
+                .record_carried_result(request.id, &json)
+                .await?;
         }
         if let Some(run) = run {
             let line = format!(

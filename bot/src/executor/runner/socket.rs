@@ -340,6 +340,7 @@ async fn wait(
             let request = ctx
                 .shared
                 .store
+                .requests()
                 .request(*id)
                 .await?
                 .ok_or_else(|| StoreError::Corrupt(format!("request {id} vanished")))?;
@@ -422,7 +423,7 @@ async fn finish(ctx: &SocketCtx, requests: &[Request], what: &str) -> Result<Ans
     }
     if !delivered.is_empty() {
         let mut tx = ctx.shared.store.begin_write().await?;
-        tx.mark_delivered(&delivered).await?;
+        tx.requests().mark_delivered(&delivered).await?;
         tx.commit().await?;
     }
     Ok(answer.unwrap_or_else(|| Answer {

@@ -102,7 +102,7 @@ pub(super) async fn adopt(
 /// The run's task; `None` when it cannot be read (the worker is told less).
 async fn task_of(shared: &Shared, run: &Run) -> Option<Task> {
     let mut tx = shared.store.begin_read().await.ok()?;
-    tx.task_by_gid(&run.task_gid).await.ok().flatten()
+    tx.tasks().task_by_gid(&run.task_gid).await.ok().flatten()
 }
 
 /// One worker followed by this runner: its process, its log, and what it

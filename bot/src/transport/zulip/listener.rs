@@ -132,6 +132,7 @@ impl<'a> Listener<'a> {
             crate::ground::metrics::get().connected(self.identity(), true);
             let _ = self
                 .store
+                .handled()
                 .record_queue(
                     self.identity(),
                     Some(&queue_id),
@@ -241,7 +242,11 @@ impl<'a> Listener<'a> {
             tokio::time::timeout(Duration::from_secs(5), self.client.delete_queue(queue_id)).await;
         match deleted {
             Ok(Ok(()) | Err(Error::BadEventQueue)) => {
-                let _ = self.store.record_queue(self.identity(), None, None).await;
+                let _ = self
+                    .store
+                    .handled()
+                    .record_queue(self.identity(), None, None)
+                    .await;
             }
             Ok(Err(error)) => tracing::warn!(%error, "could not delete the event queue"),
             Err(_) => tracing::warn!("the server did not answer the queue deletion in time"),
@@ -256,7 +261,7 @@ impl<'a> Listener<'a> {
         backoff: &mut Backoff,
     ) -> Result<bool, Fatal> {
         loop {
-            match self.store.bookmark(self.identity()).await {
+            match self.store.handled().bookmark(self.identity()).await {
                 Ok(Some(_)) => return Ok(true),
                 Ok(None) => break,
                 Err(error) => {
@@ -276,7 +281,12 @@ impl<'a> Listener<'a> {
         };
         let newest = page.messages.last().map_or(0, |m| m.id);
         loop {
-            match self.store.init_bookmark(self.identity(), newest).await {
+            match self
+                .store
+                .handled()
+                .init_bookmark(self.identity(), newest)
+                .await
+            {
                 Ok(()) => return Ok(true),
                 Err(error) => {
                     tracing::error!(%error, "cannot save the bookmark; retrying");
@@ -295,7 +305,7 @@ impl<'a> Listener<'a> {
         backoff: &mut Backoff,
     ) -> Result<bool, Fatal> {
         let mut anchor = loop {
-            match self.store.bookmark(self.identity()).await {
+            match self.store.handled().bookmark(self.identity()).await {
                 Ok(Some(bookmark)) => break bookmark.last_message_id,
                 Ok(None) => return Ok(true),
                 // Never skip a back-fill because the database hiccuped.
@@ -336,7 +346,12 @@ impl<'a> Listener<'a> {
 
     async fn flush_bookmark(&mut self) {
         if let Some(id) = self.pending_bookmark.take() {
-            match self.store.advance_bookmark(self.identity(), id).await {
+            match self
+                .store
+                .handled()
+                .advance_bookmark(self.identity(), id)
+                .await
+            {
                 Ok(()) => self.pending_since = None,
                 Err(error) => {
                     tracing::warn!(%error, "cannot save the bookmark; it is saved with the next message");

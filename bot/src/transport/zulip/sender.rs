@@ -222,6 +222,7 @@ impl OutboxSender {
         if !matches!(flushed, Ok(true)) {
             let left = self
                 .store
+                .outbox()
                 .undelivered_count(&self.identity)
                 .await
                 .unwrap_or(-1);
@@ -308,7 +309,12 @@ impl OutboxSender {
                 None => Pass::Drained(None),
             };
         }
-        let (mut items, next_due) = match self.store.outbox_heads(&self.identity, BATCH).await {
+        let (mut items, next_due) = match self
+            .store
+            .outbox()
+            .outbox_heads(&self.identity, BATCH)
+            .await
+        {
             Ok(heads) => (heads.due, heads.next_due),
             Err(error) => {
                 tracing::error!(%error, "cannot read the outbox");
@@ -347,6 +353,7 @@ impl OutboxSender {
                 tracing::debug!(id = item.id, "a reaction is dropped under rate pressure");
                 if let Err(error) = self
                     .store
+                    .outbox()
                     .outbox_gave_up(
                         item.id,
                         "dropped under rate pressure: the budget is kept for replies",
@@ -385,7 +392,12 @@ impl OutboxSender {
             }
             match self.deliver(item, fresh).await {
                 Ok(server_id) => {
-                    if let Err(error) = self.store.outbox_delivered(item.id, server_id).await {
+                    if let Err(error) = self
+                        .store
+                        .outbox()
+                        .outbox_delivered(item.id, server_id)
+                        .await
+                    {
                         tracing::error!(%error, id = item.id, "delivered, but cannot record it");
                         return Step::Trouble;
                     }
@@ -402,6 +414,7 @@ impl OutboxSender {
                     tracing::warn!(%error, id = item.id, attempts = item.attempts + 1, wait_ms = wait.as_millis() as u64, "a delivery failed; retrying");
                     if let Err(store_error) = self
                         .store
+                        .outbox()
                         .outbox_failed(item.id, &error.to_string(), retry_at)
                         .await
                     {
@@ -411,8 +424,11 @@ impl OutboxSender {
                 }
                 Err(error) => {
                     tracing::error!(%error, id = item.id, attempts = item.attempts + 1, "a delivery is given up (the server refused it, or it failed too often)");
-                    if let Err(store_error) =
-                        self.store.outbox_gave_up(item.id, &error.to_string()).await
+                    if let Err(store_error) = self
+                        .store
+                        .outbox()
+                        .outbox_gave_up(item.id, &error.to_string())
+                        .await
                     {
                         tracing::error!(%store_error, id = item.id, "cannot record a refused delivery");
                         return Step::Trouble;
@@ -512,6 +528,7 @@ impl OutboxSender {
         }
         match self
             .store
+            .outbox()
             .outbox_attempting_under_lease(
                 item.id,
                 &lease_name(&self.identity),
@@ -562,6 +579,7 @@ impl OutboxSender {
             // messages that are recorded as another entry's delivery.
             let taken = self
                 .store
+                .outbox()
                 .is_delivered_message(&self.identity, message.id)
                 .await
                 .map_err(|e| Error::Transport(format!("cannot read the outbox: {e}")))?;

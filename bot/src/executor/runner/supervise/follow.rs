@@ -221,6 +221,7 @@ impl Worker {
         match self
             .shared
             .store
+            .claims()
             .heartbeat(&self.fence, &self.shared.limits())
             .await
         {
@@ -241,8 +242,8 @@ impl Worker {
     async fn check_controls(&mut self) {
         let state = async {
             let mut tx = self.shared.store.begin_read().await?;
-            let run = tx.run(self.fence.run).await?;
-            let hold_all = tx.control(Control::HoldAll).await?;
+            let run = tx.tasks().run(self.fence.run).await?;
+            let hold_all = tx.controls().control(Control::HoldAll).await?;
             Ok::<_, StoreError>((run, hold_all))
         };
         let Ok((Some(run), hold_all)) = state.await else {

@@ -50,10 +50,10 @@ impl Worker {
 
     async fn judge(&self, exit: &ExitStatus) -> Result<(RunEnd, String), StoreError> {
         let run_id = self.fence.run;
-        let requests = self.shared.store.requests_of_run(run_id).await?;
+        let requests = self.shared.store.requests().requests_of_run(run_id).await?;
         let run = {
             let mut tx = self.shared.store.begin_read().await?;
-            tx.run(run_id).await?
+            tx.tasks().run(run_id).await?
         };
         let owner = self.shared.people.owner_label(self.task.as_ref());
         let shown_owner = quote(&owner);
@@ -274,8 +274,8 @@ pub(super) async fn unrecorded(
 async fn owner_label(shared: &Shared, run_id: i64) -> String {
     let task = async {
         let mut tx = shared.store.begin_read().await.ok()?;
-        let run = tx.run(run_id).await.ok()??;
-        tx.task_by_gid(&run.task_gid).await.ok()?
+        let run = tx.tasks().run(run_id).await.ok()??;
+        tx.tasks().task_by_gid(&run.task_gid).await.ok()?
     };
     shared.people.owner_label(task.await.as_ref())
 }
@@ -289,7 +289,7 @@ pub(super) async fn finish(
     text: &str,
 ) -> Result<(), StoreError> {
     let mut tx = shared.store.begin_write().await?;
-    let run = tx.finish_attempt(fence, exit_code, end).await?;
+    let run = tx.workers().finish_attempt(fence, exit_code, end).await?;
     shared.poster.post(&mut tx, &run.topic(), text).await?;
     tx.commit().await
 }

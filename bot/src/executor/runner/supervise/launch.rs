@@ -35,6 +35,7 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
     let task = task_of(shared, run).await;
     let undelivered: Vec<Request> = shared
         .store
+        .requests()
         .requests_of_run(run.id)
         .await?
         .into_iter()
@@ -150,9 +151,9 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
     );
     let recorded = async {
         let mut tx = shared.store.begin_write().await?;
-        tx.record_worker(fence, &mirror).await?;
+        tx.workers().record_worker(fence, &mirror).await?;
         let ids: Vec<i64> = undelivered.iter().map(|r| r.id).collect();
-        tx.mark_delivered(&ids).await?;
+        tx.requests().mark_delivered(&ids).await?;
         let text = format!(
             "[STATUS: started] run:{} attempt {}: {} worker (pid {})",
             run.id,

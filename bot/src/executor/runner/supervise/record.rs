@@ -32,7 +32,7 @@ pub(in crate::executor::runner) async fn record_request(
     private: bool,
     new: &NewRequest,
 ) -> Result<Recorded, StoreError> {
-    let recorded = tx.record_request(new, fence).await?;
+    let recorded = tx.requests().record_request(new, fence).await?;
     if recorded.new {
         requests.fetch_add(1, Ordering::Relaxed);
         let text = relay_request(&recorded.request, private);
@@ -205,19 +205,22 @@ impl Worker {
             }
         }
         let skip = said.len().saturating_sub(crate::store::STATUS_LINES_KEPT);
-        tx.push_status_lines(run, &said[skip..]).await?;
+        tx.conversations()
+            .push_status_lines(run, &said[skip..])
+            .await?;
         let offset = self.unprocessed.last().map_or(0, |l| l.end) as i64;
-        tx.record_progress(
-            &self.fence,
-            offset,
-            Some(crate::store::now()),
-            session_cost,
-            turns,
-            session.as_deref(),
-        )
-        .await?;
+        tx.workers()
+            .record_progress(
+                &self.fence,
+                offset,
+                Some(crate::store::now()),
+                session_cost,
+                turns,
+                session.as_deref(),
+            )
+            .await?;
         let over_cap = if session_cost.is_some() {
-            tx.run(run).await?.and_then(|r| {
+            tx.tasks().run(run).await?.and_then(|r| {
                 r.cost_cap_usd
                     .filter(|cap| r.cost_usd >= *cap)
                     .map(|cap| format!("${:.2} spent of a ${cap:.2} cap", r.cost_usd))
