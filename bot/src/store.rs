@@ -12,7 +12,8 @@
 //! applied when the store opens.
 //!
 //! Each table's reads and writes are reached through its handle, one file
-//! each: `store.outbox().pending(…)` on the pool, `tx.requests().record(…)`
+//! each: `store.requests().pending_requests(…)` on the pool,
+//! `tx.requests().record_request(…)`
 //! in a transaction (the handle derefs to the [`Store`] or the [`Tx`]). What
 //! `Store` and `Tx` offer themselves is only what every table shares:
 //! opening, transactions, the clock, notifying the loops.
