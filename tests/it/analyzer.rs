@@ -120,6 +120,7 @@ fn append(home: &Home, toml: &str) {
 async fn status_of(store: &Store, gid: &str) -> (TaskStatus, Option<String>) {
     let mut tx = store.begin_read().await.unwrap();
     let task = tx
+        .tasks()
         .task_by_gid(&format!("asana:{gid}"))
         .await
         .unwrap()
@@ -288,7 +289,8 @@ async fn the_seeds_filters_decide_what_is_taken() {
     // closed after it came in leaves it: see the intake test below).
     let mut tx = store.begin_read().await.unwrap();
     assert!(
-        tx.task_by_gid(&format!("asana:{closed}"))
+        tx.tasks()
+            .task_by_gid(&format!("asana:{closed}"))
             .await
             .unwrap()
             .is_none()
@@ -297,7 +299,8 @@ async fn the_seeds_filters_decide_what_is_taken() {
     // `!status` says which filter skipped it, and why.
     let figma_id = {
         let mut tx = store.begin_read().await.unwrap();
-        tx.task_by_gid(&format!("asana:{figma}"))
+        tx.tasks()
+            .task_by_gid(&format!("asana:{figma}"))
             .await
             .unwrap()
             .unwrap()
@@ -316,6 +319,7 @@ async fn the_seeds_filters_decide_what_is_taken() {
     );
     // An approver's `!go` overrides the skip, and the audit log says so.
     let trail = store
+        .audit_log()
         .audit_trail(&format!("task:{figma_id}"))
         .await
         .unwrap();
@@ -381,7 +385,7 @@ async fn a_confined_analysis_reaches_its_model_and_no_other_host() {
     assert!(!stderr.contains("UNCONFINED"), "{stderr}");
     let store = home_store(&home).await;
     let mut tx = store.begin_read().await.unwrap();
-    let task = tx.task(1).await.unwrap().unwrap();
+    let task = tx.tasks().task(1).await.unwrap().unwrap();
     assert_eq!(
         task.status,
         TaskStatus::AwaitingGo,
@@ -416,7 +420,7 @@ async fn a_hanging_or_failing_analysis_leaves_its_task_for_review_and_stops_noth
         let store = store.clone();
         async move {
             let mut tx = store.begin_read().await.unwrap();
-            tx.task(id).await.unwrap().unwrap()
+            tx.tasks().task(id).await.unwrap().unwrap()
         }
     };
     let hung = task(1).await;
@@ -562,7 +566,7 @@ async fn imports_are_idempotent_and_a_task_completed_in_asana_leaves_the_inbox()
     }
     let store = home_store(&home).await;
     let mut tx = store.begin_read().await.unwrap();
-    let tasks = tx.open_tasks(0, 100).await.unwrap();
+    let tasks = tx.tasks().open_tasks(0, 100).await.unwrap();
     drop(tx);
     let mut gids: Vec<&str> = tasks.iter().map(|t| t.task_gid.as_str()).collect();
     gids.sort_unstable();
@@ -590,12 +594,14 @@ async fn imports_are_idempotent_and_a_task_completed_in_asana_leaves_the_inbox()
     assert!(stdout.contains("0 new, 3 updated, 1 unchanged"), "{stdout}");
     let mut tx = store.begin_read().await.unwrap();
     let renamed = tx
+        .tasks()
         .task_by_gid(&format!("asana:{renamed}"))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(renamed.title, "New title");
     let gone = tx
+        .tasks()
         .task_by_gid(&format!("asana:{completed}"))
         .await
         .unwrap()
@@ -607,6 +613,7 @@ async fn imports_are_idempotent_and_a_task_completed_in_asana_leaves_the_inbox()
     );
     // One with a run is left to a person: its run goes on.
     let started = tx
+        .tasks()
         .task_by_gid(&format!("asana:{started}"))
         .await
         .unwrap()
@@ -641,6 +648,7 @@ async fn an_approved_asana_comment_is_posted_once_even_across_a_crash() {
     );
     let store = home_store(&home).await;
     let request = store
+        .requests()
         .requests_of_run(1)
         .await
         .unwrap()
@@ -681,6 +689,7 @@ async fn an_approved_asana_comment_is_posted_once_even_across_a_crash() {
     shell.wait().unwrap();
     assert!(
         store
+            .requests()
             .request(request.id)
             .await
             .unwrap()
@@ -694,7 +703,7 @@ async fn an_approved_asana_comment_is_posted_once_even_across_a_crash() {
     let out = home.run(&["shell"], "!status run 1\n");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
-    let request = store.request(request.id).await.unwrap().unwrap();
+    let request = store.requests().request(request.id).await.unwrap().unwrap();
     assert!(
         request
             .carried_out

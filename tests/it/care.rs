@@ -234,7 +234,7 @@ async fn a_backup_taken_while_a_worker_runs_restores_and_status_reads_it(db: Db)
         .await
         .unwrap();
     let mut tx = copy.begin_read().await.unwrap();
-    let run = tx.run(1).await.unwrap().expect("run 1 in the copy");
+    let run = tx.tasks().run(1).await.unwrap().expect("run 1 in the copy");
     assert_eq!(run.state, RunState::InProgress);
     assert!(run.worker_pid.is_some(), "{run:?}");
     drop(tx);
@@ -350,6 +350,7 @@ async fn prune_removes_exactly_the_old_prunable_rows_and_dry_run_nothing(db: Db)
     // A task and its run (with their audit entries), a decided request.
     let mut tx = store.begin_write().await.unwrap();
     let task = tx
+        .tasks()
         .insert_task(&NewTask {
             task_gid: "zulip:1".into(),
             source: "chat".into(),
@@ -364,6 +365,7 @@ async fn prune_removes_exactly_the_old_prunable_rows_and_dry_run_nothing(db: Db)
         .unwrap()
         .unwrap();
     let run = tx
+        .transitions()
         .start_run(task, "human:1 <a@example.com>", "!go")
         .await
         .unwrap();
@@ -674,6 +676,7 @@ async fn the_pruner_prunes_once_a_day_with_the_profiles_retention(db: Db) {
         eagle::eagle::pruner::Pruner::new(store.clone(), std::time::Duration::from_secs(24 * 3600));
     assert!(
         store
+            .leases()
             .acquire_lease("pruner", "someone-else", std::time::Duration::from_secs(60))
             .await
             .unwrap()

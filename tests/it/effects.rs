@@ -162,6 +162,7 @@ pub(crate) fn shell(home: &Home, input: &str) -> String {
 
 pub(crate) async fn requests(store: &Store, action: &str) -> Vec<Request> {
     store
+        .requests()
         .requests_of_run(1)
         .await
         .unwrap()
@@ -293,12 +294,17 @@ async fn eagle_opens_the_draft_pr_from_the_runs_branch_with_the_exact_text() {
     assert_eq!(fake.pr_numbers(REPO), [1], "one PR, opened once");
     let store = db.open().await;
     let mut tx = store.begin_read().await.unwrap();
-    let run = tx.run(1).await.unwrap().unwrap();
+    let run = tx.tasks().run(1).await.unwrap().unwrap();
     assert_eq!(run.pr_number, Some(1));
     drop(tx);
     let opened = requests(&store, "open_draft_pr").await;
     assert_eq!(
-        store.carried_result(opened[0].id).await.unwrap().as_deref(),
+        store
+            .carried()
+            .carried_result(opened[0].id)
+            .await
+            .unwrap()
+            .as_deref(),
         Some(
             r#"{"branch":"eagle/run-1","pr_number":1,"url":"https://github.com/acme/app/pull/1","draft":true}"#
         )
@@ -365,7 +371,7 @@ async fn comment_posted_once(db: Db) {
             .count(),
         1
     );
-    let pending = store.request(request.id).await.unwrap().unwrap();
+    let pending = store.requests().request(request.id).await.unwrap().unwrap();
     assert!(
         pending.carried_out_at.is_none(),
         "killed before recording it"
@@ -374,7 +380,7 @@ async fn comment_posted_once(db: Db) {
     // After the restart: the marker is found, nothing is posted again, and
     // the resumed worker learns where the comment is.
     shell(&home, "!status run 1\n");
-    let done = store.request(request.id).await.unwrap().unwrap();
+    let done = store.requests().request(request.id).await.unwrap().unwrap();
     assert!(
         done.carried_out
             .as_deref()
@@ -453,10 +459,14 @@ async fn eagle_merges_only_at_the_approved_sha_with_checks_and_review_green_ther
     fake.set_draft(REPO, 1, false);
     shell(&home, &format!("!approve 1 {}\n", request.id));
     let pr = fake.pr(REPO, 1);
-    assert!(pr.merged, "{:?}", store.request(request.id).await.unwrap());
+    assert!(
+        pr.merged,
+        "{:?}",
+        store.requests().request(request.id).await.unwrap()
+    );
     assert_eq!(pr.merged_head_sha.as_deref(), Some(fix.as_str()));
     assert_eq!(merges(&fake), 1);
-    let merged = store.request(request.id).await.unwrap().unwrap();
+    let merged = store.requests().request(request.id).await.unwrap().unwrap();
     assert!(
         merged
             .carried_out
@@ -487,7 +497,7 @@ async fn a_merge_without_green_checks_or_review_at_the_sha_is_refused_and_the_ow
     );
     assert!(!fake.pr(REPO, 1).merged);
     assert_eq!(merges(&fake), 0, "nothing merged");
-    let refused = store.request(request.id).await.unwrap().unwrap();
+    let refused = store.requests().request(request.id).await.unwrap().unwrap();
     assert!(
         refused
             .carried_out
@@ -532,6 +542,7 @@ async fn a_merge_of_a_pr_that_is_not_the_runs_is_refused() {
     let mut approve = String::new();
     for run in [1, 2] {
         let request = store
+            .requests()
             .requests_of_run(run)
             .await
             .unwrap()
@@ -628,7 +639,11 @@ async fn a_draft_is_marked_ready_then_merged(db: Db) {
     let before = fake.requests().len();
     shell(&home, &format!("!approve 1 {}\n", request.id));
     let pr = fake.pr(REPO, 1);
-    assert!(pr.merged, "{:?}", store.request(request.id).await.unwrap());
+    assert!(
+        pr.merged,
+        "{:?}",
+        store.requests().request(request.id).await.unwrap()
+    );
     assert!(!pr.draft);
     assert_eq!(pr.merged_head_sha.as_deref(), Some(fix.as_str()));
     assert_eq!(merges(&fake), 1, "one merge, no 405 first");
@@ -645,7 +660,7 @@ async fn a_draft_is_marked_ready_then_merged(db: Db) {
             .any(|r| r.method == "POST" && r.path == "/graphql"),
         "no GraphQL call before the merge: {after:#?}"
     );
-    let merged = store.request(request.id).await.unwrap().unwrap();
+    let merged = store.requests().request(request.id).await.unwrap().unwrap();
     assert!(
         merged.carried_out.as_deref().is_some_and(
             |c| c.starts_with("Eagle marked the draft ready for review and merged PR #1 at")
@@ -683,7 +698,7 @@ async fn drafts_kept_as_drafts_are_said_so_and_not_merged() {
     assert!(fake.pr(REPO, 1).draft);
     assert!(!fake.pr(REPO, 1).merged);
     assert_eq!(merges(&fake), 0);
-    let refused = store.request(request.id).await.unwrap().unwrap();
+    let refused = store.requests().request(request.id).await.unwrap().unwrap();
     assert!(
         refused
             .carried_out
@@ -726,7 +741,7 @@ async fn a_run_whose_pr_is_in_another_repository_is_held_for_its_owner() {
     assert!(!stdout.contains("[STATUS: held]"), "said once:\n{stdout}");
     let store = db.open().await;
     let mut tx = store.begin_read().await.unwrap();
-    let run = tx.run(1).await.unwrap().unwrap();
+    let run = tx.tasks().run(1).await.unwrap().unwrap();
     assert!(run.held);
     assert!(run.waiting_on.is_some(), "{run:?}");
     // Nothing was asked of GitHub about another repository.

@@ -67,6 +67,7 @@ impl World {
         let store = test_db.open().await;
         let mut tx = store.begin_write().await.unwrap();
         let task = tx
+            .tasks()
             .insert_task(&NewTask {
                 task_gid: "chat:egress".into(),
                 source: "chat".into(),
@@ -76,7 +77,12 @@ impl World {
             .await
             .unwrap()
             .unwrap();
-        let run = tx.start_run(task, "human:1", "!go").await.unwrap().id;
+        let run = tx
+            .transitions()
+            .start_run(task, "human:1", "!go")
+            .await
+            .unwrap()
+            .id;
         tx.commit().await.unwrap();
         World {
             _db: test_db,
@@ -101,6 +107,7 @@ impl World {
 
     async fn refusals(&self) -> Vec<(String, i64, i64)> {
         self.store
+            .egress()
             .egress_refusals(self.run)
             .await
             .unwrap()
@@ -303,7 +310,12 @@ async fn hosts_not_allowed_are_refused_and_recorded_once_with_their_count(db: Db
             ("evil.example".to_string(), 443, 3),
         ]
     );
-    let rows = world.store.egress_refusals(world.run).await.unwrap();
+    let rows = world
+        .store
+        .egress()
+        .egress_refusals(world.run)
+        .await
+        .unwrap();
     assert!(rows.iter().all(|r| r.first_at <= r.last_at));
 
     // A later attempt's proxy adds to the same rows.
@@ -533,7 +545,7 @@ async fn ever_new_names_are_folded_into_one_row(db: Db) {
 async fn socket_of_run(store: &Store) -> PathBuf {
     async fn recorded(store: &Store) -> Option<PathBuf> {
         let mut tx = store.begin_read().await.unwrap();
-        let run = tx.run(1).await.unwrap()?;
+        let run = tx.tasks().run(1).await.unwrap()?;
         run.socket_path.map(PathBuf::from)
     }
     let found =

@@ -49,7 +49,7 @@ pub(crate) async fn home_store(home: &Home) -> Store {
 
 async fn run_of(store: &Store, id: i64) -> Run {
     let mut tx = store.begin_read().await.unwrap();
-    tx.run(id).await.unwrap().expect("the run exists")
+    tx.tasks().run(id).await.unwrap().expect("the run exists")
 }
 
 /// Posts the shell printed about a run, in order.

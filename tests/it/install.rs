@@ -586,7 +586,7 @@ fn a_stop_with_a_worker_running_leaves_it_following_on() {
         let store = crate::executor::home_store(&home).await;
         let run = {
             let mut tx = store.begin_read().await.unwrap();
-            tx.run(1).await.unwrap().expect("run 1")
+            tx.tasks().run(1).await.unwrap().expect("run 1")
         };
         store.close().await;
         run

@@ -221,7 +221,7 @@ async fn a_worker_that_always_waits_is_held_past_max_waits() {
     let store = home_store(&home).await;
     let run = {
         let mut tx = store.begin_read().await.unwrap();
-        tx.run(1).await.unwrap().expect("run 1")
+        tx.tasks().run(1).await.unwrap().expect("run 1")
     };
     assert!(run.held && run.waits == 2, "{run:?}");
     // Its last question answered, it is still not resumed: it waits for its owner.

@@ -389,8 +389,9 @@ async fn moves_in(db: crate::support::Db) {
 
     let store = eagle_db.open().await;
     let mut tx = store.begin_read().await.unwrap();
-    let counts = tx.status_counts().await.unwrap();
+    let counts = tx.tasks().status_counts().await.unwrap();
     let task = tx
+        .tasks()
         .task_by_gid("asana:1200000000000007")
         .await
         .unwrap()
@@ -398,6 +399,7 @@ async fn moves_in(db: crate::support::Db) {
     assert_eq!(task.notes, "Alex said: task 7 matters");
     assert_eq!(task.title, "Old task 7");
     let ci_running = tx
+        .tasks()
         .runs_of_task("asana:1200000000000201")
         .await
         .unwrap()

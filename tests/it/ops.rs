@@ -226,7 +226,7 @@ async fn prometheus_holds_the_seed_story_and_json_logs_follow_one_request() {
         .await;
     let merge = {
         let store = crate::executor::home_store(&home).await;
-        let requests = store.requests_of_run(1).await.unwrap();
+        let requests = store.requests().requests_of_run(1).await.unwrap();
         requests.iter().find(|r| r.action == "merge_pr").unwrap().id
     };
     realm.fake.post(

@@ -95,7 +95,7 @@ pub(crate) async fn queue_and_go(realm: &Realm, title: &str) {
 
 async fn run_of(store: &Store, id: i64) -> eagle::store::Run {
     let mut tx = store.begin_read().await.unwrap();
-    tx.run(id).await.unwrap().expect("the run exists")
+    tx.tasks().run(id).await.unwrap().expect("the run exists")
 }
 
 /// Waits for a post from `sender` in run 1's topic containing `needle`,
@@ -246,7 +246,7 @@ async fn carried_from_failed_ci_to_complete(db: Db) {
         "alex commented on its draft PR: back to pr",
     )
     .await;
-    let trail = store.audit_trail("run:1").await.unwrap();
+    let trail = store.audit_log().audit_trail("run:1").await.unwrap();
     assert!(
         trail
             .iter()
@@ -256,6 +256,7 @@ async fn carried_from_failed_ci_to_complete(db: Db) {
     // It goes round again: the comment answered, reviewed, complete.
     let ok = wait_for(&store, || async {
         store
+            .audit_log()
             .audit_trail("run:1")
             .await
             .unwrap()
@@ -290,6 +291,7 @@ async fn a_merge_binds_to_the_head_a_push_expires_it_and_eagle_merges_what_was_a
     // The reviewer asks to merge: bound to SHA1, escalated to the owner.
     wait_run_post(&realm, realm.eagle, "[ESCALATED: merge_pr] run:1").await;
     let first = store
+        .requests()
         .requests_of_run(1)
         .await
         .unwrap()
@@ -308,13 +310,24 @@ async fn a_merge_binds_to_the_head_a_push_expires_it_and_eagle_merges_what_was_a
     )
     .await;
     let ok = wait_for(&store, || async {
-        store.requests_of_run(1).await.unwrap().iter().any(|r| {
-            r.action == "merge_pr" && r.bound_sha.as_deref() == Some(SHA2) && r.status.is_open()
-        })
+        store
+            .requests()
+            .requests_of_run(1)
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| {
+                r.action == "merge_pr" && r.bound_sha.as_deref() == Some(SHA2) && r.status.is_open()
+            })
     })
     .await;
-    assert!(ok, "{:#?}", store.requests_of_run(1).await.unwrap());
+    assert!(
+        ok,
+        "{:#?}",
+        store.requests().requests_of_run(1).await.unwrap()
+    );
     let second = store
+        .requests()
         .requests_of_run(1)
         .await
         .unwrap()
@@ -361,7 +374,7 @@ async fn a_merge_binds_to_the_head_a_push_expires_it_and_eagle_merges_what_was_a
         .filter(|r| r.method == "PUT" && r.path.ends_with("/merge"))
         .count();
     assert_eq!(merges, 1);
-    let requests = store.requests_of_run(1).await.unwrap();
+    let requests = store.requests().requests_of_run(1).await.unwrap();
     let carried: Vec<_> = requests
         .iter()
         .filter(|r| r.carried_out_at.is_some())

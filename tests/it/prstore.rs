@@ -34,13 +34,14 @@ fn limits() -> ClaimLimits {
 
 async fn run_of(store: &Store, id: i64) -> eagle::store::Run {
     let mut tx = store.begin_read().await.unwrap();
-    tx.run(id).await.unwrap().unwrap()
+    tx.tasks().run(id).await.unwrap().unwrap()
 }
 
 /// A run that reached `pr` with PR #7.
 async fn run_in_pr(store: &Store) -> i64 {
     let mut tx = store.begin_write().await.unwrap();
     let task = tx
+        .tasks()
         .insert_task(&NewTask {
             task_gid: "zulip:1".into(),
             source: "chat".into(),
@@ -50,29 +51,36 @@ async fn run_in_pr(store: &Store) -> i64 {
         .await
         .unwrap()
         .unwrap();
-    let run = tx.start_run(task, ALEX, "!go").await.unwrap().id;
+    let run = tx
+        .transitions()
+        .start_run(task, ALEX, "!go")
+        .await
+        .unwrap()
+        .id;
     tx.commit().await.unwrap();
     let claim = store
+        .claims()
         .claim_run("runner-a", &limits())
         .await
         .unwrap()
         .unwrap();
     let mut tx = store.begin_write().await.unwrap();
-    tx.finish_attempt(
-        &claim.fence,
-        Some(0),
-        &RunEnd::Moved {
-            to: RunState::Pr,
-            reason: "[DONE: pr_ready]".into(),
-            pr: Some(PrLink {
-                number: 7,
-                url: Some("https://github.com/acme/app/pull/7".into()),
-                repo: Some("acme/app".into()),
-            }),
-        },
-    )
-    .await
-    .unwrap();
+    tx.workers()
+        .finish_attempt(
+            &claim.fence,
+            Some(0),
+            &RunEnd::Moved {
+                to: RunState::Pr,
+                reason: "[DONE: pr_ready]".into(),
+                pr: Some(PrLink {
+                    number: 7,
+                    url: Some("https://github.com/acme/app/pull/7".into()),
+                    repo: Some("acme/app".into()),
+                }),
+            },
+        )
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     run
 }
@@ -82,21 +90,22 @@ async fn ask_merge(
     tx: &mut eagle::store::Tx,
     claim: &eagle::store::Claim,
 ) -> eagle::store::Request {
-    tx.record_request(
-        &NewRequest {
-            run_id: claim.run.id,
-            attempt: claim.fence.attempt,
-            key: "sock:1".into(),
-            via: RequestVia::Socket,
-            escalate: false,
-            action: "merge_pr".into(),
-            body: "PR #7".into(),
-        },
-        &claim.fence,
-    )
-    .await
-    .unwrap()
-    .request
+    tx.requests()
+        .record_request(
+            &NewRequest {
+                run_id: claim.run.id,
+                attempt: claim.fence.attempt,
+                key: "sock:1".into(),
+                via: RequestVia::Socket,
+                escalate: false,
+                action: "merge_pr".into(),
+                body: "PR #7".into(),
+            },
+            &claim.fence,
+        )
+        .await
+        .unwrap()
+        .request
 }
 
 fn poll<'a>(run: &eagle::store::Run, head: &'a str, work: Option<PrWork>) -> PrPoll<'a> {
@@ -127,11 +136,12 @@ async fn pr_work_is_claimed_in_pr_and_polls_are_fenced(db: Db) {
         run.pr_url.as_deref(),
         Some("https://github.com/acme/app/pull/7")
     );
-    assert_eq!(store.prs_to_look_at().await.unwrap(), 1);
-    assert_eq!(store.runs_to_watch(10).await.unwrap().len(), 1);
+    assert_eq!(store.prs().prs_to_look_at().await.unwrap(), 1);
+    assert_eq!(store.prs().runs_to_watch(10).await.unwrap().len(), 1);
     // Nothing to do while CI runs: not claimable.
     assert!(
         store
+            .claims()
             .claim_run("runner-b", &limits())
             .await
             .unwrap()
@@ -141,6 +151,7 @@ async fn pr_work_is_claimed_in_pr_and_polls_are_fenced(db: Db) {
     // CI failed: fix-ci asked for, counted.
     let mut tx = store.begin_write().await.unwrap();
     let polled = tx
+        .prs()
         .record_pr_poll(&poll(&run, SHA1, Some(PrWork::FixCi)))
         .await
         .unwrap()
@@ -151,25 +162,27 @@ async fn pr_work_is_claimed_in_pr_and_polls_are_fenced(db: Db) {
     assert_eq!(run.pr_work.0, Some(PrWork::FixCi));
     assert_eq!((run.ci_attempts, run.pr_rounds), (1, 1));
     assert_eq!(run.head_sha.as_deref(), Some(SHA1));
-    assert_eq!(store.prs_to_look_at().await.unwrap(), 0);
+    assert_eq!(store.prs().prs_to_look_at().await.unwrap(), 0);
     // A poll that read the run before its last change writes nothing.
     let mut stale = poll(&run, SHA1, None);
     stale.read_at = run.updated_at - chrono::TimeDelta::seconds(1);
     let mut tx = store.begin_write().await.unwrap();
-    assert!(tx.record_pr_poll(&stale).await.unwrap().is_none());
+    assert!(tx.prs().record_pr_poll(&stale).await.unwrap().is_none());
     drop(tx);
 
     // Claimed for the work: the run stays in pr and leaves the watch list.
     let claim = store
+        .claims()
         .claim_run("runner-b", &limits())
         .await
         .unwrap()
         .unwrap();
     assert_eq!((claim.from, claim.run.state), (RunState::Pr, RunState::Pr));
-    assert!(store.runs_to_watch(10).await.unwrap().is_empty());
+    assert!(store.prs().runs_to_watch(10).await.unwrap().is_empty());
     let mut tx = store.begin_write().await.unwrap();
     assert!(
-        tx.record_pr_poll(&poll(&claim.run, SHA1, None))
+        tx.prs()
+            .record_pr_poll(&poll(&claim.run, SHA1, None))
             .await
             .unwrap()
             .is_none(),
@@ -180,7 +193,8 @@ async fn pr_work_is_claimed_in_pr_and_polls_are_fenced(db: Db) {
     tx.commit().await.unwrap();
     assert_eq!(merge.bound_sha.as_deref(), Some(SHA1));
     let mut tx = store.begin_write().await.unwrap();
-    tx.finish_attempt(&claim.fence, Some(3), &RunEnd::Waiting)
+    tx.workers()
+        .finish_attempt(&claim.fence, Some(3), &RunEnd::Waiting)
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -191,10 +205,10 @@ async fn pr_work_is_claimed_in_pr_and_polls_are_fenced(db: Db) {
     let mut again = poll(&run, SHA2, Some(PrWork::FixCi));
     (again.counts_ci_attempt, again.counts_round) = (false, false);
     let mut tx = store.begin_write().await.unwrap();
-    let polled = tx.record_pr_poll(&again).await.unwrap().unwrap();
+    let polled = tx.prs().record_pr_poll(&again).await.unwrap().unwrap();
     tx.commit().await.unwrap();
     assert_eq!(polled.expired.len(), 1);
-    let expired = store.request(merge.id).await.unwrap().unwrap();
+    let expired = store.requests().request(merge.id).await.unwrap().unwrap();
     assert_eq!(expired.status, RequestStatus::Expired);
     assert!(
         expired
@@ -211,37 +225,40 @@ async fn pr_work_is_claimed_in_pr_and_polls_are_fenced(db: Db) {
 
     // A green review binds to the head; another PR starts afresh.
     let claim = store
+        .claims()
         .claim_run("runner-b", &limits())
         .await
         .unwrap()
         .unwrap();
     let mut tx = store.begin_write().await.unwrap();
-    tx.finish_attempt(
-        &claim.fence,
-        Some(0),
-        &RunEnd::PrWorkDone {
-            outcome: PrOutcome::ReviewGreen,
-            reason: "[DONE: review_green]".into(),
-        },
-    )
-    .await
-    .unwrap();
+    tx.workers()
+        .finish_attempt(
+            &claim.fence,
+            Some(0),
+            &RunEnd::PrWorkDone {
+                outcome: PrOutcome::ReviewGreen,
+                reason: "[DONE: review_green]".into(),
+            },
+        )
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     let run = run_of(&store, id).await;
     assert_eq!(run.review_green_sha.as_deref(), Some(SHA2));
     assert_eq!(run.pr_work.0, None);
     assert_eq!(run.pr_work_done_sha.as_deref(), Some(SHA2));
     let mut tx = store.begin_write().await.unwrap();
-    tx.record_pr_link(
-        id,
-        &PrLink {
-            number: 8,
-            url: None,
-            repo: None,
-        },
-    )
-    .await
-    .unwrap();
+    tx.prs()
+        .record_pr_link(
+            id,
+            &PrLink {
+                number: 8,
+                url: None,
+                repo: None,
+            },
+        )
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     let run = run_of(&store, id).await;
     assert_eq!(run.pr_number, Some(8));
@@ -255,12 +272,14 @@ async fn carry_outs_are_claimed_and_recorded_once(db: Db) {
     let id = run_in_pr(&store).await;
     let run = run_of(&store, id).await;
     let mut tx = store.begin_write().await.unwrap();
-    tx.record_pr_poll(&poll(&run, SHA1, Some(PrWork::PrReview)))
+    tx.prs()
+        .record_pr_poll(&poll(&run, SHA1, Some(PrWork::PrReview)))
         .await
         .unwrap()
         .unwrap();
     tx.commit().await.unwrap();
     let claim = store
+        .claims()
         .claim_run("runner-a", &limits())
         .await
         .unwrap()
@@ -268,32 +287,42 @@ async fn carry_outs_are_claimed_and_recorded_once(db: Db) {
     let mut tx = store.begin_write().await.unwrap();
     let merge = ask_merge(&mut tx, &claim).await;
     tx.commit().await.unwrap();
-    assert!(store.requests_to_carry_out(10).await.unwrap().is_empty());
+    assert!(
+        store
+            .requests()
+            .requests_to_carry_out(10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let mut tx = store.begin_write().await.unwrap();
-    tx.human_decision(
-        merge.id,
-        &Approval {
-            approve: true,
-            actor: ALEX,
-            text: None,
-            source_message_id: None,
-        },
-    )
-    .await
-    .unwrap()
-    .expect("decided");
+    tx.requests()
+        .human_decision(
+            merge.id,
+            &Approval {
+                approve: true,
+                actor: ALEX,
+                text: None,
+                source_message_id: None,
+            },
+        )
+        .await
+        .unwrap()
+        .expect("decided");
     tx.commit().await.unwrap();
-    let due = store.requests_to_carry_out(10).await.unwrap();
+    let due = store.requests().requests_to_carry_out(10).await.unwrap();
     assert_eq!(due.iter().map(|r| r.id).collect::<Vec<_>>(), vec![merge.id]);
     let ttl = Duration::from_secs(600);
     assert!(
         store
+            .requests()
             .claim_carry_out(merge.id, "eagle-a", ttl)
             .await
             .unwrap()
     );
     assert!(
         store
+            .requests()
             .claim_carry_out(merge.id, "eagle-a", ttl)
             .await
             .unwrap(),
@@ -301,32 +330,44 @@ async fn carry_outs_are_claimed_and_recorded_once(db: Db) {
     );
     assert!(
         !store
+            .requests()
             .claim_carry_out(merge.id, "eagle-b", ttl)
             .await
             .unwrap()
     );
     let mut tx = store.begin_write().await.unwrap();
     assert!(
-        tx.record_carried_out(merge.id, "merged", true)
+        tx.requests()
+            .record_carried_out(merge.id, "merged", true)
             .await
             .unwrap()
     );
     assert!(
-        !tx.record_carried_out(merge.id, "merged", true)
+        !tx.requests()
+            .record_carried_out(merge.id, "merged", true)
             .await
             .unwrap()
     );
     tx.commit().await.unwrap();
-    assert!(store.requests_to_carry_out(10).await.unwrap().is_empty());
+    assert!(
+        store
+            .requests()
+            .requests_to_carry_out(10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(
         !store
+            .requests()
             .claim_carry_out(merge.id, "eagle-b", ttl)
             .await
             .unwrap()
     );
-    let done = store.request(merge.id).await.unwrap().unwrap();
+    let done = store.requests().request(merge.id).await.unwrap().unwrap();
     assert_eq!(done.carried_out.as_deref(), Some("merged"));
     let trail = store
+        .audit_log()
         .audit_trail(&format!("request:{}", merge.id))
         .await
         .unwrap();
@@ -349,18 +390,22 @@ async fn imports_are_idempotent_and_jobs_taken_up_once(db: Db) {
     };
     let mut tx = store.begin_write().await.unwrap();
     let created = tx
+        .intake()
         .upsert_external_task(&task("1", "Tabs", false), "test")
         .await
         .unwrap();
     let again = tx
+        .intake()
         .upsert_external_task(&task("1", "Tabs", false), "test")
         .await
         .unwrap();
     let renamed = tx
+        .intake()
         .upsert_external_task(&task("1", "Tab bar", false), "test")
         .await
         .unwrap();
     let done_there = tx
+        .intake()
         .upsert_external_task(&task("2", "Old", true), "test")
         .await
         .unwrap();
@@ -371,22 +416,26 @@ async fn imports_are_idempotent_and_jobs_taken_up_once(db: Db) {
     assert_eq!(again, Upserted::Unchanged(id));
     assert_eq!(renamed, Upserted::Updated(id));
     assert_eq!(done_there, Upserted::Ignored);
-    assert_eq!(store.analyzer_work().await.unwrap(), 1);
+    assert_eq!(store.analyses().analyzer_work().await.unwrap(), 1);
     // Completed there while it waits: it leaves the inbox.
     let mut tx = store.begin_write().await.unwrap();
-    tx.upsert_external_task(&task("1", "Tab bar", true), "test")
+    tx.intake()
+        .upsert_external_task(&task("1", "Tab bar", true), "test")
         .await
         .unwrap();
     tx.commit().await.unwrap();
     assert_eq!(
-        store.task_statuses(&[id, 999]).await.unwrap(),
+        store.analyses().task_statuses(&[id, 999]).await.unwrap(),
         vec![(id, TaskStatus::Cancelled)]
     );
     // The import's mark.
     assert!(store.imported_at("asana").await.unwrap().is_none());
     let at = chrono::DateTime::from_timestamp_millis(1_780_000_000_123).unwrap();
     let mut tx = store.begin_write().await.unwrap();
-    tx.set_imported_at("asana", at, "test").await.unwrap();
+    tx.intake()
+        .set_imported_at("asana", at, "test")
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     assert_eq!(store.imported_at("asana").await.unwrap(), Some(at));
 
@@ -394,27 +443,35 @@ async fn imports_are_idempotent_and_jobs_taken_up_once(db: Db) {
     let to = eagle::store::Destination::Direct { user_ids: vec![26] };
     let mut tx = store.begin_write().await.unwrap();
     let job = tx
+        .analyses()
         .request_analyzer_job(true, ALEX, "eagle", &to)
         .await
         .unwrap();
     tx.commit().await.unwrap();
-    let jobs = store.open_analyzer_jobs().await.unwrap();
+    let jobs = store.analyses().open_analyzer_jobs().await.unwrap();
     assert_eq!(jobs.len(), 1);
     assert_eq!(
         (jobs[0].id, jobs[0].reanalyze, &jobs[0].reply_to),
         (job, true, &to)
     );
-    assert_eq!(store.analyzer_work().await.unwrap(), 1);
+    assert_eq!(store.analyses().analyzer_work().await.unwrap(), 1);
     let mut tx = store.begin_write().await.unwrap();
-    assert!(tx.set_job_reopened(job, &[id]).await.unwrap());
+    assert!(tx.analyses().set_job_reopened(job, &[id]).await.unwrap());
     assert!(
-        !tx.set_job_reopened(job, &[]).await.unwrap(),
+        !tx.analyses().set_job_reopened(job, &[]).await.unwrap(),
         "taken up once"
     );
-    assert!(tx.finish_analyzer_job(job).await.unwrap());
-    assert!(!tx.finish_analyzer_job(job).await.unwrap());
+    assert!(tx.analyses().finish_analyzer_job(job).await.unwrap());
+    assert!(!tx.analyses().finish_analyzer_job(job).await.unwrap());
     tx.commit().await.unwrap();
-    assert!(store.open_analyzer_jobs().await.unwrap().is_empty());
+    assert!(
+        store
+            .analyses()
+            .open_analyzer_jobs()
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// How many backends that hold a lock in `schema` wait for a lock held by
@@ -447,6 +504,7 @@ async fn a_go_while_the_analyzer_concludes_waits_for_it_on_postgres() {
     let store = test.open().await;
     let mut tx = store.begin_write().await.unwrap();
     let task = tx
+        .tasks()
         .insert_task(&NewTask {
             task_gid: "zulip:1".into(),
             source: "chat".into(),
@@ -460,6 +518,7 @@ async fn a_go_while_the_analyzer_concludes_waits_for_it_on_postgres() {
     // The analyzer concludes and holds its transaction open...
     let mut analyzer = store.begin_write().await.unwrap();
     let concluded = analyzer
+        .analyses()
         .record_analysis(
             task,
             &eagle::store::Analysis {
@@ -477,7 +536,7 @@ async fn a_go_while_the_analyzer_concludes_waits_for_it_on_postgres() {
         let store = store.clone();
         async move {
             let mut tx = store.begin_write().await.unwrap();
-            let run = tx.start_run(task, ALEX, "!go").await;
+            let run = tx.transitions().start_run(task, ALEX, "!go").await;
             if run.is_ok() {
                 tx.commit().await.unwrap();
             }
@@ -506,8 +565,11 @@ async fn a_go_while_the_analyzer_concludes_waits_for_it_on_postgres() {
         .expect("the !go goes through after the analysis");
     let mut tx = store.begin_read().await.unwrap();
     assert_eq!(
-        tx.task(task).await.unwrap().unwrap().status,
+        tx.tasks().task(task).await.unwrap().unwrap().status,
         TaskStatus::Approved
     );
-    assert_eq!(tx.run(run).await.unwrap().unwrap().state, RunState::Queued);
+    assert_eq!(
+        tx.tasks().run(run).await.unwrap().unwrap().state,
+        RunState::Queued
+    );
 }

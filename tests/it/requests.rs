@@ -46,7 +46,7 @@ async fn a_forged_token_exits_4_and_records_nothing() {
         "{stdout}"
     );
     let store = home_store(&home).await;
-    let requests = store.requests_of_run(1).await.unwrap();
+    let requests = store.requests().requests_of_run(1).await.unwrap();
     assert!(requests.is_empty(), "{requests:#?}");
 }
 
@@ -63,7 +63,14 @@ async fn a_request_over_the_limit_is_refused_whole() {
         "{stdout}"
     );
     let store = home_store(&home).await;
-    assert!(store.requests_of_run(1).await.unwrap().is_empty());
+    assert!(
+        store
+            .requests()
+            .requests_of_run(1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Runs a worker-side command of the binary with the run's variables
@@ -206,7 +213,7 @@ async fn binds_to_the_exact_bytes(db: Db) {
             .any(|p| p.ends_with("[STATUS: bind] run:1 newline=3 past2000=3 same=0")),
         "{stdout}"
     );
-    let requests = store.requests_of_run(1).await.unwrap();
+    let requests = store.requests().requests_of_run(1).await.unwrap();
     let [_, newline, past, same] = requests.as_slice() else {
         panic!("{requests:#?}");
     };
@@ -262,7 +269,7 @@ async fn binds_to_the_exact_bytes(db: Db) {
 }
 
 async fn only_open(store: &Store) -> eagle::store::Request {
-    let requests = store.requests_of_run(1).await.unwrap();
+    let requests = store.requests().requests_of_run(1).await.unwrap();
     let open: Vec<_> = requests.iter().filter(|r| r.status.is_open()).collect();
     let [one] = open.as_slice() else {
         panic!("{requests:#?}");
@@ -310,7 +317,7 @@ async fn a_merge_is_approved_only_by_its_id_and_named_in_eagles_words() {
         )),
         "{stdout}"
     );
-    let after = store.request(merge.id).await.unwrap().unwrap();
+    let after = store.requests().request(merge.id).await.unwrap().unwrap();
     assert_eq!(after.status, RequestStatus::Escalated);
     // Named by its id, it is approved.
     let out = home.run(&["shell"], &format!("!approve 1 {}\n", merge.id));

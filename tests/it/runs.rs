@@ -37,6 +37,7 @@ fn limits(max_workers: i64) -> ClaimLimits {
 async fn queued_run(store: &Store, n: usize) -> i64 {
     let mut tx = store.begin_write().await.unwrap();
     let id = tx
+        .tasks()
         .insert_task(&NewTask {
             task_gid: format!("zulip:{n}"),
             source: "chat".into(),
@@ -50,7 +51,7 @@ async fn queued_run(store: &Store, n: usize) -> i64 {
         .await
         .unwrap()
         .unwrap();
-    let run = tx.start_run(id, ALEX, "!go").await.unwrap();
+    let run = tx.transitions().start_run(id, ALEX, "!go").await.unwrap();
     tx.commit().await.unwrap();
     assert_eq!(run.state, RunState::Queued);
     assert_eq!(
@@ -65,6 +66,7 @@ async fn the_transition_table_is_enforced_and_the_task_follows(db: Db) {
     let store = test.open().await;
     let run = queued_run(&store, 1).await;
     let illegal = store
+        .transitions()
         .transition_run(&Transition {
             run,
             to: RunState::Pr,
@@ -85,6 +87,7 @@ async fn the_transition_table_is_enforced_and_the_task_follows(db: Db) {
         "{illegal:?}"
     );
     let cancelled = store
+        .transitions()
         .transition_run(&Transition {
             run,
             to: RunState::Cancelled,
@@ -97,7 +100,7 @@ async fn the_transition_table_is_enforced_and_the_task_follows(db: Db) {
     assert_eq!(cancelled.state, RunState::Cancelled);
     assert!(cancelled.completed_at.is_some());
     let mut tx = store.begin_read().await.unwrap();
-    let task = tx.task_by_gid("zulip:1").await.unwrap().unwrap();
+    let task = tx.tasks().task_by_gid("zulip:1").await.unwrap().unwrap();
     assert_eq!(
         task.status,
         TaskStatus::Cancelled,
@@ -105,6 +108,7 @@ async fn the_transition_table_is_enforced_and_the_task_follows(db: Db) {
     );
     drop(tx);
     let again = store
+        .transitions()
         .transition_run(&Transition {
             run,
             to: RunState::InProgress,
@@ -114,10 +118,15 @@ async fn the_transition_table_is_enforced_and_the_task_follows(db: Db) {
         })
         .await;
     assert!(matches!(again, Err(StoreError::IllegalTransition { .. })));
-    let trail = store.audit_trail(&format!("run:{run}")).await.unwrap();
+    let trail = store
+        .audit_log()
+        .audit_trail(&format!("run:{run}"))
+        .await
+        .unwrap();
     let actions: Vec<&str> = trail.iter().map(|e| e.action.as_str()).collect();
     assert_eq!(actions, vec!["run.queued", "run.cancelled"]);
     let task_trail = store
+        .audit_log()
         .audit_trail(&format!("task:{}", task.id))
         .await
         .unwrap();
@@ -132,11 +141,13 @@ async fn claims_hold_the_global_limit_and_every_write_is_fenced(db: Db) {
         queued_run(&store, n).await;
     }
     let a = store
+        .claims()
         .claim_run("runner-a", &limits(2))
         .await
         .unwrap()
         .unwrap();
     let b = store
+        .claims()
         .claim_run("runner-b", &limits(2))
         .await
         .unwrap()
@@ -147,6 +158,7 @@ async fn claims_hold_the_global_limit_and_every_write_is_fenced(db: Db) {
     assert_eq!(a.fence.attempt, 1);
     assert!(
         store
+            .claims()
             .claim_run("runner-c", &limits(2))
             .await
             .unwrap()
@@ -154,7 +166,7 @@ async fn claims_hold_the_global_limit_and_every_write_is_fenced(db: Db) {
         "a third worker would break the limit"
     );
     let mut tx = store.begin_read().await.unwrap();
-    assert_eq!(tx.busy_slots().await.unwrap(), 2);
+    assert_eq!(tx.claims().busy_slots().await.unwrap(), 2);
     drop(tx);
 
     // A fence that is not the claim's refuses every write.
@@ -163,18 +175,26 @@ async fn claims_hold_the_global_limit_and_every_write_is_fenced(db: Db) {
         ..a.fence.clone()
     };
     assert!(matches!(
-        store.heartbeat(&stale, &limits(2)).await,
+        store.claims().heartbeat(&stale, &limits(2)).await,
         Err(StoreError::Fenced(_))
     ));
     let mut tx = store.begin_write().await.unwrap();
-    let refused = tx.finish_attempt(&stale, Some(0), &RunEnd::Waiting).await;
+    let refused = tx
+        .workers()
+        .finish_attempt(&stale, Some(0), &RunEnd::Waiting)
+        .await;
     assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
     drop(tx);
-    store.heartbeat(&a.fence, &limits(2)).await.unwrap();
+    store
+        .claims()
+        .heartbeat(&a.fence, &limits(2))
+        .await
+        .unwrap();
 
     // The end of an attempt frees its slot: the third run gets one.
     let mut tx = store.begin_write().await.unwrap();
     let run = tx
+        .workers()
         .finish_attempt(
             &a.fence,
             Some(0),
@@ -195,6 +215,7 @@ async fn claims_hold_the_global_limit_and_every_write_is_fenced(db: Db) {
     assert_eq!(run.pr_number, Some(12));
     assert!(run.lease_owner.is_none() && run.slot.is_none());
     let c = store
+        .claims()
         .claim_run("runner-c", &limits(2))
         .await
         .unwrap()
@@ -216,7 +237,11 @@ async fn racing_claimers_never_exceed_the_limit(db: Db) {
             let mut won = Vec::new();
             for _ in 0..3 {
                 loop {
-                    match store.claim_run(&format!("runner-{i}"), &limits(3)).await {
+                    match store
+                        .claims()
+                        .claim_run(&format!("runner-{i}"), &limits(3))
+                        .await
+                    {
                         Ok(Some(claim)) => won.push(claim.run.id),
                         Ok(None) => break,
                         // A busy SQLite or a serialisation failure: the claim did not happen.
@@ -256,6 +281,7 @@ async fn requests_are_recorded_once_and_decided_once(db: Db) {
     let store = test.open().await;
     queued_run(&store, 1).await;
     let claim = store
+        .claims()
         .claim_run("runner-a", &limits(2))
         .await
         .unwrap()
@@ -268,15 +294,27 @@ async fn requests_are_recorded_once_and_decided_once(db: Db) {
         "all",
     );
     let mut tx = store.begin_write().await.unwrap();
-    let first = tx.record_request(&new, &claim.fence).await.unwrap();
-    let again = tx.record_request(&new, &claim.fence).await.unwrap();
+    let first = tx
+        .requests()
+        .record_request(&new, &claim.fence)
+        .await
+        .unwrap();
+    let again = tx
+        .requests()
+        .record_request(&new, &claim.fence)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     assert!(first.new && !again.new);
     assert_eq!(first.request.id, again.request.id);
-    assert_eq!(store.pending_requests(10).await.unwrap().len(), 1);
+    assert_eq!(
+        store.requests().pending_requests(10).await.unwrap().len(),
+        1
+    );
 
     let mut tx = store.begin_write().await.unwrap();
     let decided = tx
+        .requests()
         .decide_request(
             first.request.id,
             RequestStatus::Approved,
@@ -288,6 +326,7 @@ async fn requests_are_recorded_once_and_decided_once(db: Db) {
         .await
         .unwrap();
     let twice = tx
+        .requests()
         .decide_request(
             first.request.id,
             RequestStatus::Denied,
@@ -299,6 +338,7 @@ async fn requests_are_recorded_once_and_decided_once(db: Db) {
         .await
         .unwrap();
     let human = tx
+        .requests()
         .human_decision(
             first.request.id,
             &Approval {
@@ -318,6 +358,7 @@ async fn requests_are_recorded_once_and_decided_once(db: Db) {
     // A run that ends expires what still waits.
     let mut tx = store.begin_write().await.unwrap();
     let open = tx
+        .requests()
         .record_request(
             &request(
                 claim.run.id,
@@ -332,6 +373,7 @@ async fn requests_are_recorded_once_and_decided_once(db: Db) {
         .unwrap();
     tx.commit().await.unwrap();
     store
+        .transitions()
         .transition_run(&Transition {
             run: claim.run.id,
             to: RunState::Cancelled,
@@ -341,22 +383,29 @@ async fn requests_are_recorded_once_and_decided_once(db: Db) {
         })
         .await
         .unwrap();
-    let expired = store.request(open.request.id).await.unwrap().unwrap();
+    let expired = store
+        .requests()
+        .request(open.request.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(expired.status, RequestStatus::Expired);
     // …and a runner that held it can record nothing new.
     let mut tx = store.begin_write().await.unwrap();
-    tx.finish_attempt(
-        &claim.fence,
-        Some(143),
-        &RunEnd::Stopped {
-            reason: "cancelled".into(),
-        },
-    )
-    .await
-    .unwrap();
+    tx.workers()
+        .finish_attempt(
+            &claim.fence,
+            Some(143),
+            &RunEnd::Stopped {
+                reason: "cancelled".into(),
+            },
+        )
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_write().await.unwrap();
     let late = tx
+        .requests()
         .record_request(
             &request(claim.run.id, claim.fence.attempt, "sock:3", "run_tests", ""),
             &claim.fence,
@@ -370,6 +419,7 @@ async fn a_human_decision_binds_to_exactly_one_identical_request(db: Db) {
     let store = test.open().await;
     queued_run(&store, 1).await;
     let claim = store
+        .claims()
         .claim_run("runner-a", &limits(2))
         .await
         .unwrap()
@@ -377,6 +427,7 @@ async fn a_human_decision_binds_to_exactly_one_identical_request(db: Db) {
     let (run, attempt) = (claim.run.id, claim.fence.attempt);
     let mut tx = store.begin_write().await.unwrap();
     let asked = tx
+        .requests()
         .record_request(
             &request(run, attempt, "sock:1", "merge_pr", "PR #7"),
             &claim.fence,
@@ -384,30 +435,33 @@ async fn a_human_decision_binds_to_exactly_one_identical_request(db: Db) {
         .await
         .unwrap()
         .request;
-    tx.decide_request(
-        asked.id,
-        RequestStatus::Escalated,
-        "policy:default-approval",
-        "a human decides",
-        true,
-        None,
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    tx.human_decision(
-        asked.id,
-        &Approval {
-            approve: true,
-            actor: ALEX,
-            text: Some("squash it"),
-            source_message_id: Some(99),
-        },
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    tx.requests()
+        .decide_request(
+            asked.id,
+            RequestStatus::Escalated,
+            "policy:default-approval",
+            "a human decides",
+            true,
+            None,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    tx.requests()
+        .human_decision(
+            asked.id,
+            &Approval {
+                approve: true,
+                actor: ALEX,
+                text: Some("squash it"),
+                source_message_id: Some(99),
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
     let same = tx
+        .requests()
         .record_request(
             &request(run, attempt, "sock:2", "merge_pr", "PR #7"),
             &claim.fence,
@@ -416,6 +470,7 @@ async fn a_human_decision_binds_to_exactly_one_identical_request(db: Db) {
         .unwrap()
         .request;
     let other = tx
+        .requests()
         .record_request(
             &request(run, attempt, "sock:3", "merge_pr", "PR #8"),
             &claim.fence,
@@ -423,15 +478,25 @@ async fn a_human_decision_binds_to_exactly_one_identical_request(db: Db) {
         .await
         .unwrap()
         .request;
-    let bound = tx.bind_to_human_decision(&same).await.unwrap().unwrap();
+    let bound = tx
+        .requests()
+        .bind_to_human_decision(&same)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(bound.status, RequestStatus::Approved);
     assert_eq!(bound.bound_to, Some(asked.id));
     assert_eq!(bound.note.as_deref(), Some("squash it"));
     assert!(
-        tx.bind_to_human_decision(&other).await.unwrap().is_none(),
+        tx.requests()
+            .bind_to_human_decision(&other)
+            .await
+            .unwrap()
+            .is_none(),
         "an approval of PR #7 does not approve PR #8"
     );
     let third = tx
+        .requests()
         .record_request(
             &request(run, attempt, "sock:4", "merge_pr", "PR #7"),
             &claim.fence,
@@ -440,11 +505,16 @@ async fn a_human_decision_binds_to_exactly_one_identical_request(db: Db) {
         .unwrap()
         .request;
     assert!(
-        tx.bind_to_human_decision(&third).await.unwrap().is_none(),
+        tx.requests()
+            .bind_to_human_decision(&third)
+            .await
+            .unwrap()
+            .is_none(),
         "an approval is used once"
     );
     tx.commit().await.unwrap();
     let trail = store
+        .audit_log()
         .audit_trail(&format!("request:{}", same.id))
         .await
         .unwrap();
@@ -454,6 +524,7 @@ async fn a_human_decision_binds_to_exactly_one_identical_request(db: Db) {
             .any(|e| e.action == "request.decided" && e.decision.as_deref() == Some("approve"))
     );
     let human = store
+        .audit_log()
         .audit_trail(&format!("request:{}", asked.id))
         .await
         .unwrap();
@@ -470,6 +541,7 @@ async fn failures_hold_the_run_for_its_owner_after_max_attempts(db: Db) {
     let run = queued_run(&store, 1).await;
     for attempt in 1..=2 {
         let claim = store
+            .claims()
             .claim_run("runner-a", &limits(2))
             .await
             .unwrap()
@@ -477,6 +549,7 @@ async fn failures_hold_the_run_for_its_owner_after_max_attempts(db: Db) {
         assert_eq!(claim.fence.attempt, attempt);
         let mut tx = store.begin_write().await.unwrap();
         let after = tx
+            .workers()
             .finish_attempt(
                 &claim.fence,
                 Some(1),
@@ -494,22 +567,24 @@ async fn failures_hold_the_run_for_its_owner_after_max_attempts(db: Db) {
     }
     let held = {
         let mut tx = store.begin_read().await.unwrap();
-        tx.run(run).await.unwrap().unwrap()
+        tx.tasks().run(run).await.unwrap().unwrap()
     };
     assert_eq!(held.waiting_on.as_deref(), Some("Alex"));
     assert!(
         store
+            .claims()
             .claim_run("runner-a", &limits(2))
             .await
             .unwrap()
             .is_none()
     );
-    let notices = store.unposted_notices(10).await.unwrap();
+    let notices = store.controls().unposted_notices(10).await.unwrap();
     assert_eq!(notices.len(), 1);
     assert_eq!(notices[0].kind, "attempts");
     // !retry: released, with a fresh count.
     let mut tx = store.begin_write().await.unwrap();
     let retried = tx
+        .holds()
         .set_held(run, false, ALEX, "retried", true)
         .await
         .unwrap();
@@ -517,6 +592,7 @@ async fn failures_hold_the_run_for_its_owner_after_max_attempts(db: Db) {
     assert_eq!((retried.held, retried.failures), (false, 0));
     assert!(
         store
+            .claims()
             .claim_run("runner-a", &limits(2))
             .await
             .unwrap()
@@ -530,24 +606,32 @@ async fn pause_and_hold_all_stop_claims(db: Db) {
     queued_run(&store, 1).await;
     for control in [Control::Paused, Control::HoldAll] {
         let mut tx = store.begin_write().await.unwrap();
-        tx.set_control(control, true, ALEX).await.unwrap();
+        tx.controls()
+            .set_control(control, true, ALEX)
+            .await
+            .unwrap();
         tx.commit().await.unwrap();
-        assert!(store.control(control).await.unwrap());
+        assert!(store.controls().control(control).await.unwrap());
         assert!(
             store
+                .claims()
                 .claim_run("runner-a", &limits(2))
                 .await
                 .unwrap()
                 .is_none()
         );
-        assert_eq!(store.work_in_sight().await.unwrap(), 0);
+        assert_eq!(store.claims().work_in_sight().await.unwrap(), 0);
         let mut tx = store.begin_write().await.unwrap();
-        tx.set_control(control, false, ALEX).await.unwrap();
+        tx.controls()
+            .set_control(control, false, ALEX)
+            .await
+            .unwrap();
         tx.commit().await.unwrap();
     }
-    assert_eq!(store.work_in_sight().await.unwrap(), 1);
+    assert_eq!(store.claims().work_in_sight().await.unwrap(), 1);
     assert!(
         store
+            .claims()
             .claim_run("runner-a", &limits(2))
             .await
             .unwrap()

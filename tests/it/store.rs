@@ -47,7 +47,12 @@ fn task(gid: &str, title: &str) -> NewTask {
 
 async fn insert(store: &Store, new: &NewTask) -> i64 {
     let mut tx = store.begin_write().await.unwrap();
-    let id = tx.insert_task(new).await.unwrap().expect("inserted");
+    let id = tx
+        .tasks()
+        .insert_task(new)
+        .await
+        .unwrap()
+        .expect("inserted");
     tx.commit().await.unwrap();
     id
 }
@@ -85,7 +90,7 @@ async fn tasks_round_trip(db: Db) {
     let new = task("zulip:1234", "Fix the tab preview 🦅 ünïcödé");
     let id = insert(&store, &new).await;
     let mut tx = store.begin_read().await.unwrap();
-    let got = tx.task(id).await.unwrap().expect("task by id");
+    let got = tx.tasks().task(id).await.unwrap().expect("task by id");
     assert_eq!(got.task_gid, "zulip:1234");
     assert_eq!(got.title, new.title);
     assert_eq!(got.description, new.description);
@@ -97,12 +102,13 @@ async fn tasks_round_trip(db: Db) {
     assert_eq!(got.added_at, got.updated_at);
     assert!((chrono::Utc::now() - got.added_at).num_seconds() < 60);
     let by_gid = tx
+        .tasks()
         .task_by_gid("zulip:1234")
         .await
         .unwrap()
         .expect("task by gid");
     assert_eq!(by_gid.id, id);
-    assert!(tx.task(id + 100).await.unwrap().is_none());
+    assert!(tx.tasks().task(id + 100).await.unwrap().is_none());
 }
 
 async fn a_task_gid_is_captured_once(db: Db) {
@@ -111,13 +117,24 @@ async fn a_task_gid_is_captured_once(db: Db) {
     let first = insert(&store, &task("zulip:77", "once")).await;
     let mut tx = store.begin_write().await.unwrap();
     assert_eq!(
-        tx.insert_task(&task("zulip:77", "twice")).await.unwrap(),
+        tx.tasks()
+            .insert_task(&task("zulip:77", "twice"))
+            .await
+            .unwrap(),
         None
     );
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
-    assert_eq!(tx.task_by_gid("zulip:77").await.unwrap().unwrap().id, first);
-    assert_eq!(tx.open_task_count().await.unwrap(), 1);
+    assert_eq!(
+        tx.tasks()
+            .task_by_gid("zulip:77")
+            .await
+            .unwrap()
+            .unwrap()
+            .id,
+        first
+    );
+    assert_eq!(tx.tasks().open_task_count().await.unwrap(), 1);
 }
 
 async fn open_tasks_page_and_count(db: Db) {
@@ -127,8 +144,9 @@ async fn open_tasks_page_and_count(db: Db) {
         insert(&store, &task(&format!("zulip:{i}"), &format!("task {i}"))).await;
     }
     let mut tx = store.begin_read().await.unwrap();
-    assert_eq!(tx.open_task_count().await.unwrap(), 7);
+    assert_eq!(tx.tasks().open_task_count().await.unwrap(), 7);
     let first: Vec<String> = tx
+        .tasks()
         .open_tasks(0, 3)
         .await
         .unwrap()
@@ -137,6 +155,7 @@ async fn open_tasks_page_and_count(db: Db) {
         .collect();
     assert_eq!(first, ["task 1", "task 2", "task 3"]);
     let last: Vec<String> = tx
+        .tasks()
         .open_tasks(6, 3)
         .await
         .unwrap()
@@ -152,6 +171,7 @@ async fn runs_and_their_topics(db: Db) {
     insert(&store, &task("zulip:1", "a task")).await;
     let mut tx = store.begin_write().await.unwrap();
     let run = tx
+        .tasks()
         .insert_run(&NewRun {
             task_gid: "zulip:1".into(),
             thread_id: Some("Run 42 ÄÖ".into()),
@@ -160,23 +180,31 @@ async fn runs_and_their_topics(db: Db) {
         .unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
-    let got = tx.run(run).await.unwrap().expect("run");
+    let got = tx.tasks().run(run).await.unwrap().expect("run");
     assert_eq!(got.state, RunState::Queued);
     assert!(!got.held);
     assert_eq!(got.attempt, 0);
-    assert_eq!(tx.runs_of_task("zulip:1").await.unwrap().len(), 1);
-    assert_eq!(tx.open_run_count().await.unwrap(), 1);
+    assert_eq!(tx.tasks().runs_of_task("zulip:1").await.unwrap().len(), 1);
+    assert_eq!(tx.tasks().open_run_count().await.unwrap(), 1);
     // Topic names compare with Unicode case folding, done in Rust.
     let found = tx
+        .tasks()
         .run_by_thread("run 42 äö")
         .await
         .unwrap()
         .expect("by topic");
     assert_eq!(found.id, run);
-    assert!(tx.run_by_thread("run 43 äö").await.unwrap().is_none());
+    assert!(
+        tx.tasks()
+            .run_by_thread("run 43 äö")
+            .await
+            .unwrap()
+            .is_none()
+    );
     // A run must belong to a task.
     let mut tx = store.begin_write().await.unwrap();
     let orphan = tx
+        .tasks()
         .insert_run(&NewRun {
             task_gid: "zulip:none".into(),
             thread_id: None,
@@ -189,13 +217,28 @@ async fn a_message_is_claimed_once(db: Db) {
     let test = TestDb::new(db).await;
     let store = test.open().await;
     let mut tx = store.begin_write().await.unwrap();
-    assert!(tx.mark_processed("eagle", 10, "commands").await.unwrap());
-    assert!(!tx.mark_processed("eagle", 10, "commands").await.unwrap());
+    assert!(
+        tx.handled()
+            .mark_processed("eagle", 10, "commands")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !tx.handled()
+            .mark_processed("eagle", 10, "commands")
+            .await
+            .unwrap()
+    );
     // Another identity has its own record of the same message.
-    assert!(tx.mark_processed("executor", 10, "hint").await.unwrap());
+    assert!(
+        tx.handled()
+            .mark_processed("executor", 10, "hint")
+            .await
+            .unwrap()
+    );
     tx.commit().await.unwrap();
-    assert!(store.is_processed("eagle", 10).await.unwrap());
-    assert!(!store.is_processed("eagle", 11).await.unwrap());
+    assert!(store.handled().is_processed("eagle", 10).await.unwrap());
+    assert!(!store.handled().is_processed("eagle", 11).await.unwrap());
 }
 
 async fn racing_claims_have_one_winner(db: Db) {
@@ -207,11 +250,13 @@ async fn racing_claims_have_one_winner(db: Db) {
         handles.push(tokio::spawn(async move {
             let mut tx = store.begin_write().await.expect("begin");
             let won = tx
+                .handled()
                 .mark_processed("eagle", 99, "commands")
                 .await
                 .expect("claim");
             if won {
-                tx.insert_task(&task("zulip:99", "raced"))
+                tx.tasks()
+                    .insert_task(&task("zulip:99", "raced"))
                     .await
                     .expect("insert");
             }
@@ -225,7 +270,7 @@ async fn racing_claims_have_one_winner(db: Db) {
     }
     assert_eq!(winners, 1);
     let mut tx = store.begin_read().await.unwrap();
-    assert_eq!(tx.open_task_count().await.unwrap(), 1);
+    assert_eq!(tx.tasks().open_task_count().await.unwrap(), 1);
 }
 
 async fn outbox_delivers_in_order_and_retries(db: Db) {
@@ -273,10 +318,10 @@ async fn outbox_delivers_in_order_and_retries(db: Db) {
     ];
     let mut tx = store.begin_write().await.unwrap();
     for item in &items {
-        tx.enqueue(item).await.unwrap();
+        tx.outbox().enqueue(item).await.unwrap();
     }
     tx.commit().await.unwrap();
-    let due = store.due_outbox("eagle", 10).await.unwrap();
+    let due = store.outbox().due_outbox("eagle", 10).await.unwrap();
     let kinds: Vec<&OutboxKind> = due.iter().map(|i| &i.kind).collect();
     assert_eq!(kinds, vec![&items[0].kind, &items[1].kind, &items[2].kind]);
     assert_eq!(due[1].in_reply_to, Some(5));
@@ -290,28 +335,34 @@ async fn outbox_delivers_in_order_and_retries(db: Db) {
         channel.ordering_key(),
         "one topic, one ordering key, whatever the case"
     );
-    assert_eq!(store.undelivered_count("eagle").await.unwrap(), 3);
+    assert_eq!(store.outbox().undelivered_count("eagle").await.unwrap(), 3);
 
-    store.outbox_attempting(due[0].id).await.unwrap();
-    store.outbox_delivered(due[0].id, None).await.unwrap();
-    store.outbox_attempting(due[1].id).await.unwrap();
+    store.outbox().outbox_attempting(due[0].id).await.unwrap();
+    store
+        .outbox()
+        .outbox_delivered(due[0].id, None)
+        .await
+        .unwrap();
+    store.outbox().outbox_attempting(due[1].id).await.unwrap();
     let later = chrono::Utc::now() + chrono::TimeDelta::seconds(60);
     store
+        .outbox()
         .outbox_failed(due[1].id, "HTTP 502", later)
         .await
         .unwrap();
-    let due = store.due_outbox("eagle", 10).await.unwrap();
+    let due = store.outbox().due_outbox("eagle", 10).await.unwrap();
     assert_eq!(due.len(), 1, "the failed entry waits for its retry time");
     assert!(matches!(due[0].kind, OutboxKind::Message { ref content, .. } if content == "dm"));
-    assert_eq!(store.undelivered_count("eagle").await.unwrap(), 2);
+    assert_eq!(store.outbox().undelivered_count("eagle").await.unwrap(), 2);
     assert_eq!(
-        store.due_outbox("executor", 10).await.unwrap()[0].attempts,
+        store.outbox().due_outbox("executor", 10).await.unwrap()[0].attempts,
         0
     );
 
     // A later reply to the same topic waits behind the failed one: never overtakes it.
     let mut tx = store.begin_write().await.unwrap();
     let second = tx
+        .outbox()
         .enqueue(&NewOutboxItem {
             identity: "eagle".into(),
             kind: OutboxKind::Message {
@@ -324,6 +375,7 @@ async fn outbox_delivers_in_order_and_retries(db: Db) {
         .unwrap();
     tx.commit().await.unwrap();
     let ids: Vec<i64> = store
+        .outbox()
         .due_outbox("eagle", 10)
         .await
         .unwrap()
@@ -336,19 +388,36 @@ async fn outbox_delivers_in_order_and_retries(db: Db) {
     );
 
     // Delivered ids are recorded, so a crash check never takes one reply for another.
-    store.outbox_delivered(second, Some(777)).await.unwrap();
-    assert!(store.is_delivered_message("eagle", 777).await.unwrap());
-    assert!(!store.is_delivered_message("eagle", 778).await.unwrap());
+    store
+        .outbox()
+        .outbox_delivered(second, Some(777))
+        .await
+        .unwrap();
+    assert!(
+        store
+            .outbox()
+            .is_delivered_message("eagle", 777)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .outbox()
+            .is_delivered_message("eagle", 778)
+            .await
+            .unwrap()
+    );
 }
 
 async fn bookmarks_only_move_forward(db: Db) {
     let test = TestDb::new(db).await;
     let store = test.open().await;
-    assert_eq!(store.bookmark("eagle").await.unwrap(), None);
-    store.init_bookmark("eagle", 100).await.unwrap();
-    store.init_bookmark("eagle", 5).await.unwrap();
+    assert_eq!(store.handled().bookmark("eagle").await.unwrap(), None);
+    store.handled().init_bookmark("eagle", 100).await.unwrap();
+    store.handled().init_bookmark("eagle", 5).await.unwrap();
     assert_eq!(
         store
+            .handled()
             .bookmark("eagle")
             .await
             .unwrap()
@@ -357,29 +426,36 @@ async fn bookmarks_only_move_forward(db: Db) {
         100
     );
     let mut tx = store.begin_write().await.unwrap();
-    tx.advance_bookmark("eagle", 150).await.unwrap();
-    tx.advance_bookmark("eagle", 120).await.unwrap();
+    tx.handled().advance_bookmark("eagle", 150).await.unwrap();
+    tx.handled().advance_bookmark("eagle", 120).await.unwrap();
     tx.commit().await.unwrap();
     store
+        .handled()
         .record_queue("eagle", Some("q-1"), Some(7))
         .await
         .unwrap();
-    let bookmark = store.bookmark("eagle").await.unwrap().unwrap();
+    let bookmark = store.handled().bookmark("eagle").await.unwrap().unwrap();
     assert_eq!(bookmark.last_message_id, 150);
     assert_eq!(bookmark.queue_id.as_deref(), Some("q-1"));
     assert_eq!(bookmark.last_event_id, Some(7));
-    assert_eq!(store.bookmark("executor").await.unwrap(), None);
+    assert_eq!(store.handled().bookmark("executor").await.unwrap(), None);
     // A handled message counts without a write to the bookmark; another
     // identity's does not.
     let mut tx = store.begin_write().await.unwrap();
-    assert!(tx.mark_processed("eagle", 170, "commands").await.unwrap());
     assert!(
-        tx.mark_processed("executor", 900, "commands")
+        tx.handled()
+            .mark_processed("eagle", 170, "commands")
+            .await
+            .unwrap()
+    );
+    assert!(
+        tx.handled()
+            .mark_processed("executor", 900, "commands")
             .await
             .unwrap()
     );
     tx.commit().await.unwrap();
-    let bookmark = store.bookmark("eagle").await.unwrap().unwrap();
+    let bookmark = store.handled().bookmark("eagle").await.unwrap().unwrap();
     assert_eq!(bookmark.last_message_id, 170);
     assert_eq!(bookmark.queue_id.as_deref(), Some("q-1"));
 }
@@ -389,13 +465,19 @@ async fn uncommitted_work_is_rolled_back(db: Db) {
     let store = test.open().await;
     {
         let mut tx = store.begin_write().await.unwrap();
-        tx.mark_processed("eagle", 1, "commands").await.unwrap();
-        tx.insert_task(&task("zulip:1", "lost")).await.unwrap();
+        tx.handled()
+            .mark_processed("eagle", 1, "commands")
+            .await
+            .unwrap();
+        tx.tasks()
+            .insert_task(&task("zulip:1", "lost"))
+            .await
+            .unwrap();
         // Dropped without commit.
     }
-    assert!(!store.is_processed("eagle", 1).await.unwrap());
+    assert!(!store.handled().is_processed("eagle", 1).await.unwrap());
     let mut tx = store.begin_read().await.unwrap();
-    assert_eq!(tx.open_task_count().await.unwrap(), 0);
+    assert_eq!(tx.tasks().open_task_count().await.unwrap(), 0);
 }
 
 async fn audit_log_is_append_only(db: Db) {
@@ -414,8 +496,8 @@ async fn audit_log_is_append_only(db: Db) {
         source_message_id: Some(44),
         detail: Some(r#"{"votes":[]}"#.into()),
     };
-    let id = store.audit(&entry).await.unwrap();
-    let trail = store.audit_trail("request:7").await.unwrap();
+    let id = store.audit_log().audit(&entry).await.unwrap();
+    let trail = store.audit_log().audit_trail("request:7").await.unwrap();
     assert_eq!(trail.len(), 1);
     assert_eq!(trail[0].id, id);
     assert_eq!(trail[0].plugin_hash, entry.plugin_hash);
@@ -488,7 +570,10 @@ async fn audit_log_is_append_only(db: Db) {
             "unexpected error: {error}"
         );
     }
-    assert_eq!(store.audit_trail("request:7").await.unwrap(), trail);
+    assert_eq!(
+        store.audit_log().audit_trail("request:7").await.unwrap(),
+        trail
+    );
 }
 
 async fn status_counts_group_by_status(db: Db) {
@@ -497,15 +582,16 @@ async fn status_counts_group_by_status(db: Db) {
     insert(&store, &task("zulip:1", "a")).await;
     insert(&store, &task("zulip:2", "b")).await;
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_run(&NewRun {
-        task_gid: "zulip:1".into(),
-        thread_id: None,
-    })
-    .await
-    .unwrap();
+    tx.tasks()
+        .insert_run(&NewRun {
+            task_gid: "zulip:1".into(),
+            thread_id: None,
+        })
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
-    let counts = tx.status_counts().await.unwrap();
+    let counts = tx.tasks().status_counts().await.unwrap();
     assert_eq!(counts.tasks, vec![(TaskStatus::Pending, 2)]);
     assert_eq!(counts.runs, vec![(RunState::Queued, 1)]);
 }
@@ -514,15 +600,27 @@ async fn local_message_ids_count_up(db: Db) {
     let test = TestDb::new(db).await;
     let store = test.open().await;
     let mut tx = store.begin_write().await.unwrap();
-    assert_eq!(tx.next_local_message_id("shell").await.unwrap(), 1);
+    assert_eq!(
+        tx.handled().next_local_message_id("shell").await.unwrap(),
+        1
+    );
     // Whether a number was used or not, it is never handed out again.
-    assert_eq!(tx.next_local_message_id("shell").await.unwrap(), 2);
-    assert_eq!(tx.next_local_message_id("other").await.unwrap(), 1);
+    assert_eq!(
+        tx.handled().next_local_message_id("shell").await.unwrap(),
+        2
+    );
+    assert_eq!(
+        tx.handled().next_local_message_id("other").await.unwrap(),
+        1
+    );
     tx.commit().await.unwrap();
     drop(store);
     // The counter is the transport's, not a session's or a process's.
     let store = test.open().await;
     let mut tx = store.begin_write().await.unwrap();
-    assert_eq!(tx.next_local_message_id("shell").await.unwrap(), 3);
+    assert_eq!(
+        tx.handled().next_local_message_id("shell").await.unwrap(),
+        3
+    );
     tx.commit().await.unwrap();
 }

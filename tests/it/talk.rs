@@ -157,7 +157,7 @@ async fn a_conversation(api: &str, db: crate::support::Db) {
         "{last_results:#?}"
     );
     let store = test_db.open().await;
-    let requests = store.requests_of_run(1).await.unwrap();
+    let requests = store.requests().requests_of_run(1).await.unwrap();
     let merge = requests.iter().find(|r| r.id == 4).unwrap();
     assert_eq!(
         merge.status.as_str(),
@@ -185,7 +185,11 @@ async fn a_conversation(api: &str, db: crate::support::Db) {
     );
 
     // Every answer is audited with its backend, model, tokens and cost.
-    let asked = store.recent_conversations(50).await.unwrap();
+    let asked = store
+        .conversations()
+        .recent_conversations(50)
+        .await
+        .unwrap();
     assert_eq!(
         asked.len(),
         4,
@@ -194,6 +198,7 @@ async fn a_conversation(api: &str, db: crate::support::Db) {
     let mut tx = store.begin_read().await.unwrap();
     for conversation in &asked {
         let trail = tx
+            .audit_log()
             .audit_trail(&format!("message:{}", conversation.message_id))
             .await
             .unwrap();

@@ -76,7 +76,7 @@ async fn a_fork_pr_with_the_runs_branch_name_named_by_the_worker_is_neither_foll
     let store = db.open().await;
     let run = {
         let mut tx = store.begin_read().await.unwrap();
-        tx.run(1).await.unwrap().unwrap()
+        tx.tasks().run(1).await.unwrap().unwrap()
     };
     assert!(run.held && run.waiting_on.is_some(), "{run:?}");
     assert_eq!(run.head_sha, None, "{run:?}");
@@ -155,7 +155,7 @@ async fn an_outsiders_approval_does_not_make_a_merge_go_ahead() {
     );
     assert_eq!(merges(&fake), 0, "nothing merged");
     assert!(!fake.pr(REPO, 1).merged);
-    let refused = store.request(request.id).await.unwrap().unwrap();
+    let refused = store.requests().request(request.id).await.unwrap().unwrap();
     assert!(
         refused
             .carried_out
@@ -403,7 +403,7 @@ async fn a_405_from_branch_protection_is_told_once_and_not_asked_again() {
         .unwrap();
     assert_eq!(refused.status, 405);
     assert!(!fake.pr(REPO, 1).merged);
-    let settled = store.request(request.id).await.unwrap().unwrap();
+    let settled = store.requests().request(request.id).await.unwrap().unwrap();
     assert!(settled.carried_out_at.is_some(), "{settled:?}");
     fake.assert_clean();
 }

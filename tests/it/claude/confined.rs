@@ -150,7 +150,7 @@ async fn a_confined_session_pushes_through_eagle_and_escapes_nowhere() {
     )))
     .await
     .unwrap();
-    let requests = store.requests_of_run(1).await.unwrap();
+    let requests = store.requests().requests_of_run(1).await.unwrap();
     assert!(
         requests.iter().all(|r| r.action == "push_branch"),
         "{requests:#?}"

@@ -52,7 +52,7 @@ async fn claude_code_as_a_worker_asks_through_its_hook_and_is_resumed() {
     )))
     .await
     .unwrap();
-    let requests = store.requests_of_run(1).await.unwrap();
+    let requests = store.requests().requests_of_run(1).await.unwrap();
     let action = |a: &str| {
         requests
             .iter()
@@ -87,7 +87,7 @@ async fn claude_code_as_a_worker_asks_through_its_hook_and_is_resumed() {
     );
     let run = {
         let mut tx = store.begin_read().await.unwrap();
-        tx.run(1).await.unwrap().unwrap()
+        tx.tasks().run(1).await.unwrap().unwrap()
     };
     let session = run
         .worker_session_id
@@ -123,7 +123,7 @@ async fn claude_code_as_a_worker_asks_through_its_hook_and_is_resumed() {
     );
     let run = {
         let mut tx = store.begin_read().await.unwrap();
-        tx.run(1).await.unwrap().unwrap()
+        tx.tasks().run(1).await.unwrap().unwrap()
     };
     assert_eq!(run.state, eagle::store::RunState::Pr);
     assert_eq!(run.worker_session_id.as_deref(), Some(session.as_str()));
@@ -191,7 +191,7 @@ async fn a_run_over_its_cost_cap_is_held_and_its_owner_asked() {
     .unwrap();
     let run = {
         let mut tx = store.begin_read().await.unwrap();
-        tx.run(1).await.unwrap().unwrap()
+        tx.tasks().run(1).await.unwrap().unwrap()
     };
     assert!(run.held && run.cost_usd >= 0.01, "{run:?}");
     assert_eq!(run.cost_cap_usd, Some(0.01));

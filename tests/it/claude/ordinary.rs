@@ -44,7 +44,7 @@ async fn an_ordinary_session_asks_nobody_and_needs_one_worker() {
     .await
     .unwrap();
     // Zero requests, zero pings, one worker start.
-    let requests = store.requests_of_run(1).await.unwrap();
+    let requests = store.requests().requests_of_run(1).await.unwrap();
     assert!(requests.is_empty(), "{requests:#?}\n{stdout}");
     assert!(!stdout.contains("@**"), "somebody was pinged:\n{stdout}");
     let starts = stdout.matches("[STATUS: started] run:1 attempt").count();

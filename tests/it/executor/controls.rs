@@ -53,7 +53,7 @@ async fn approvers_hold_cancel_pause_and_hold_everything() {
     // !pause: nothing new starts; !resume: it does.
     say("!pause");
     wait_post(&realm, realm.eagle, "Paused: no runner starts new work").await;
-    assert_eq!(store.work_in_sight().await.unwrap(), 0);
+    assert_eq!(store.claims().work_in_sight().await.unwrap(), 0);
     say("!go 2");
     wait_post(&realm, realm.eagle, "run 2 is queued").await;
     say("!resume");
@@ -90,7 +90,7 @@ async fn approvers_hold_cancel_pause_and_hold_everything() {
     wait_post(&realm, realm.executor, "[STATUS: started] run:1 attempt 3").await;
 
     // Every control is in the audit log, by whom.
-    let trail = store.audit_trail("run:1").await.unwrap();
+    let trail = store.audit_log().audit_trail("run:1").await.unwrap();
     for action in ["run.held", "run.unheld"] {
         assert!(
             trail
@@ -99,7 +99,7 @@ async fn approvers_hold_cancel_pause_and_hold_everything() {
             "{action}"
         );
     }
-    let controls = store.audit_trail("controls").await.unwrap();
+    let controls = store.audit_log().audit_trail("controls").await.unwrap();
     assert_eq!(controls.len(), 4, "{controls:#?}");
     say("!cancel 1");
     wait_post(&realm, realm.executor, "[STATUS: stopped] run:1").await;

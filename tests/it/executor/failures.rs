@@ -105,7 +105,7 @@ async fn watchdogs_kill_the_group_retry_and_then_ask_the_owner() {
             .any(|p| p.contains("more than 200 requests in one attempt")),
         "{stdout}"
     );
-    let recorded = store.requests_of_run(4).await.unwrap();
+    let recorded = store.requests().requests_of_run(4).await.unwrap();
     assert!(recorded.len() <= 2 * 200, "{} requests", recorded.len());
 
     // Nothing is silently stuck: every run is held for a named human.
@@ -170,6 +170,7 @@ async fn kill_9_of_either_side_loses_nothing_and_starts_no_second_worker() {
     std::fs::write(&gate, "go").unwrap();
     let pending = wait_for(&store, || async {
         store
+            .requests()
             .requests_of_run(1)
             .await
             .unwrap()
@@ -193,6 +194,7 @@ async fn kill_9_of_either_side_loses_nothing_and_starts_no_second_worker() {
     let run = run_of(&store, 1).await;
     assert_eq!(run.attempt, 1, "a second worker was started: {run:?}");
     let request = store
+        .requests()
         .requests_of_run(1)
         .await
         .unwrap()
@@ -201,6 +203,7 @@ async fn kill_9_of_either_side_loses_nothing_and_starts_no_second_worker() {
         .unwrap();
     assert_eq!(request.status, RequestStatus::Approved);
     let decisions = store
+        .audit_log()
         .audit_trail(&format!("request:{}", request.id))
         .await
         .unwrap()
@@ -209,6 +212,7 @@ async fn kill_9_of_either_side_loses_nothing_and_starts_no_second_worker() {
         .count();
     assert_eq!(decisions, 1);
     let adopted = store
+        .audit_log()
         .audit_trail("run:1")
         .await
         .unwrap()
@@ -243,6 +247,7 @@ async fn two_executors_on_postgres_never_run_more_than_max_workers() {
     for n in 1..=RUNS {
         let mut tx = store.begin_write().await.unwrap();
         let id = tx
+            .tasks()
             .insert_task(&eagle::store::NewTask {
                 task_gid: format!("test:{n}"),
                 source: "chat".into(),
@@ -252,14 +257,14 @@ async fn two_executors_on_postgres_never_run_more_than_max_workers() {
             .await
             .unwrap()
             .unwrap();
-        tx.start_run(id, "test", "!go").await.unwrap();
+        tx.transitions().start_run(id, "test", "!go").await.unwrap();
         tx.commit().await.unwrap();
     }
     let a = Running::start(&home, "executor");
     let b = Running::start(&home, "executor");
     let all_done = wait_for(&store, || async {
         let mut tx = store.begin_read().await.unwrap();
-        let counts = tx.status_counts().await.unwrap();
+        let counts = tx.tasks().status_counts().await.unwrap();
         counts
             .runs
             .iter()

@@ -67,7 +67,7 @@ fn a_worker_running_as_its_own_user_cannot_reach_eagles_secrets() {
     // The forged ask was refused before anything was recorded.
     let requests = tokio::runtime::Runtime::new()
         .unwrap()
-        .block_on(async { home_store(&home).await.requests_of_run(1).await })
+        .block_on(async { home_store(&home).await.requests().requests_of_run(1).await })
         .unwrap();
     assert!(requests.iter().all(|r| r.body != "forged"), "{requests:#?}");
     // The worker's own [APPROVED: …] line is not relayed, and decides nothing.

@@ -162,7 +162,7 @@ async fn recorded_claude_code_hook_inputs_get_the_right_decisions() {
     assert_eq!(got, want, "{stdout}");
     // Nothing became a request, and nobody was asked.
     let store = home_store(&home).await;
-    let requests = store.requests_of_run(1).await.unwrap();
+    let requests = store.requests().requests_of_run(1).await.unwrap();
     assert!(requests.is_empty(), "{requests:#?}");
     let run_posts = posts(&stdout, 1);
     let pings: Vec<_> = run_posts.iter().filter(|p| p.contains("@**")).collect();
@@ -199,7 +199,7 @@ async fn seed_story_through_zulip(db: crate::support::Db) {
     // The escalation: an @-mention of the owner carrying the answer.
     let escalated = wait_post(&realm, realm.eagle, "[ESCALATED: merge_pr] run:1").await;
     let store = test_db.open().await;
-    let requests = store.requests_of_run(1).await.unwrap();
+    let requests = store.requests().requests_of_run(1).await.unwrap();
     let merge = requests
         .iter()
         .find(|r| r.action == "merge_pr")
@@ -270,7 +270,7 @@ async fn seed_story_through_zulip(db: crate::support::Db) {
         .post(realm.bob, "executor", "run 1", "!approve 1");
     let refused = wait_post(&realm, realm.eagle, "You may not use `!approve`").await;
     assert_eq!(refused.topic, "run 1");
-    let requests = store.requests_of_run(1).await.unwrap();
+    let requests = store.requests().requests_of_run(1).await.unwrap();
     assert_eq!(requests.len(), 4, "{requests:#?}");
     let merge = requests.iter().find(|r| r.action == "merge_pr").unwrap();
     assert_eq!(merge.status, RequestStatus::Escalated);
@@ -314,7 +314,7 @@ async fn seed_story_through_zulip(db: crate::support::Db) {
     );
     let run = run_of(&store, 1).await;
     assert_eq!(run.attempt, 2, "resumed once");
-    let requests = store.requests_of_run(1).await.unwrap();
+    let requests = store.requests().requests_of_run(1).await.unwrap();
     assert!(
         requests.iter().all(|r| !r.status.is_open()),
         "{requests:#?}"
@@ -375,6 +375,7 @@ async fn an_unanswered_escalation_is_reminded_then_expires_and_the_worker_is_tol
     assert!(done.content.contains("nobody answered"), "{}", done.content);
     let store = test_db.open().await;
     let merge = store
+        .requests()
         .requests_of_run(1)
         .await
         .unwrap()

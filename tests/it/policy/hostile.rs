@@ -203,8 +203,8 @@ async fn an_impostor_is_told_apart_by_its_hash_in_the_audit_log() {
     let db = TestDb::new(Db::Sqlite).await;
     let store = db.open().await;
     let entry = decision.audit_entry("request:7", &request.params_hash(), Some(99));
-    store.audit(&entry).await.unwrap();
-    let trail = store.audit_trail("request:7").await.unwrap();
+    store.audit_log().audit(&entry).await.unwrap();
+    let trail = store.audit_log().audit_trail("request:7").await.unwrap();
     assert_eq!(trail[0].decision.as_deref(), Some("escalate"));
     assert_eq!(
         trail[0].plugin_hash.as_deref(),

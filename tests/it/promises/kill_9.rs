@@ -27,6 +27,7 @@ fn signal(pid: u32, signal: i32) {
 
 async fn run_tests_request(store: &eagle::store::Store) -> Option<eagle::store::Request> {
     store
+        .requests()
         .requests_of_run(1)
         .await
         .unwrap()
@@ -61,7 +62,8 @@ async fn kill_9_of_one_side(db: Db, victim: Victim, in_flight: InFlight) {
     let store = test_db.open().await;
     let working = wait_for(&store, || async {
         let mut tx = store.begin_read().await.unwrap();
-        tx.run(1)
+        tx.tasks()
+            .run(1)
             .await
             .unwrap()
             .is_some_and(|r| r.worker_pid.is_some())
@@ -81,10 +83,11 @@ async fn kill_9_of_one_side(db: Db, victim: Victim, in_flight: InFlight) {
     assert!(told, "no milestone:\n{}", eagle.log());
     let quiet = wait_for(&store, || async {
         !store
+            .conversations()
             .changed_after_cursor(eagle::chat::milestones::CURSOR)
             .await
             .unwrap()
-            && store.undelivered_count("eagle").await.unwrap() == 0
+            && store.outbox().undelivered_count("eagle").await.unwrap() == 0
     })
     .await;
     assert!(quiet, "Eagle is still writing:\n{}", eagle.log());
@@ -135,7 +138,8 @@ async fn kill_9_of_one_side(db: Db, victim: Victim, in_flight: InFlight) {
 
     let done = wait_for(&store, || async {
         let mut tx = store.begin_read().await.unwrap();
-        tx.run(1)
+        tx.tasks()
+            .run(1)
             .await
             .unwrap()
             .is_some_and(|r| r.state == RunState::Pr)
@@ -143,11 +147,12 @@ async fn kill_9_of_one_side(db: Db, victim: Victim, in_flight: InFlight) {
     .await;
     let run = {
         let mut tx = store.begin_read().await.unwrap();
-        tx.run(1).await.unwrap().unwrap()
+        tx.tasks().run(1).await.unwrap().unwrap()
     };
     assert!(done, "{run:?}\n{}\n{}", eagle.log(), executor.log());
     assert_eq!(run.attempt, 1, "a second worker was started: {run:?}");
     let requests: Vec<_> = store
+        .requests()
         .requests_of_run(1)
         .await
         .unwrap()
@@ -159,6 +164,7 @@ async fn kill_9_of_one_side(db: Db, victim: Victim, in_flight: InFlight) {
     assert_eq!(request.status, RequestStatus::Approved);
     assert!(request.delivered_at.is_some(), "{request:?}");
     let decisions = store
+        .audit_log()
         .audit_trail(&format!("request:{}", request.id))
         .await
         .unwrap()

@@ -19,7 +19,8 @@ async fn a_skipped_private_task_says_nothing_of_itself_through_why_and_go() {
     let store = crate::executor::home_store(&home).await;
     let skipped = crate::executor::wait_for(&store, || async {
         let mut tx = store.begin_read().await.unwrap();
-        tx.task(1)
+        tx.tasks()
+            .task(1)
             .await
             .unwrap()
             .is_some_and(|t| t.status == eagle::store::TaskStatus::Skip)

@@ -207,7 +207,8 @@ async fn no_secret_reaches_a_trace_log_or_the_database(db: Db) {
     // The PR loop polled GitHub with the token.
     let polled = crate::executor::wait_for(&store, || async {
         let mut tx = store.begin_read().await.unwrap();
-        tx.run(1)
+        tx.tasks()
+            .run(1)
             .await
             .unwrap()
             .is_some_and(|r| r.pr_checked_at.is_some())
