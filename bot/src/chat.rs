@@ -280,7 +280,7 @@ fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
         // answer, never a task (and never a decision). With a backend, a
         // question goes to it; a decision never does.
         let talk = small_talk::classify(&text);
-        if ctx.profile.conversation.is_some()
+        if ctx.profile.eagle.conversation.is_some()
             && !matches!(
                 talk,
                 Some(
@@ -311,7 +311,7 @@ fn intent(ctx: &ChatContext<'_>, message: &InboundMessage) -> Option<Intent> {
     }
     if matches!(message.place, Place::Direct { .. }) && !message.sender.is_bot {
         let text = message.content.trim();
-        if ctx.profile.conversation.is_some() && !text.is_empty() {
+        if ctx.profile.eagle.conversation.is_some() && !text.is_empty() {
             return match small_talk::classify(text) {
                 Some(small_talk::SmallTalk::Decision { run }) => Some(Intent::Decision { run }),
                 Some(talk @ (small_talk::SmallTalk::Thanks | small_talk::SmallTalk::Greeting)) => {

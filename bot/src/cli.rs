@@ -561,7 +561,7 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
             // Everything is validated before anything starts.
             let creds = crate::transport::zulip::zuliprc::credentials(&profile, env)?;
             if profile.role == crate::profile::Role::Executor
-                && profile.runner.worker_command.is_none()
+                && profile.executor.runner.worker_command.is_none()
             {
                 bail!(
                     "profile {}: {}",

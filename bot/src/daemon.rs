@@ -182,7 +182,7 @@ impl Daemon {
                 .ctx
                 .eagle
                 .as_ref()
-                .is_none_or(|s| s.profile.conversation.is_none())
+                .is_none_or(|s| s.profile.eagle.conversation.is_none())
                 || store.conversations().pending_conversations().await? == 0);
         Ok(quiet && *self.ctx.busy.borrow() == 0)
     }

@@ -435,28 +435,45 @@ pub struct Profile {
     pub channels: Vec<String>,
     /// The channel where the executor posts its runs, one topic per run.
     pub executor_channel: String,
-    /// For the orchestrator: the executor bot whose protocol lines it trusts.
-    pub executor_bot: Option<UserRef>,
     /// The persona (the notes' SOUL.md), if the profile has one.
     pub persona: Option<Persona>,
     pub zulip: ZulipSettings,
     pub chat: ChatSettings,
-    pub policy: PolicySettings,
-    pub runner: RunnerSettings,
-    pub decisions: DecisionSettings,
-    pub analyzer: AnalyzerSettings,
     pub github: Option<GithubSettings>,
-    pub asana: Option<AsanaSettings>,
     /// How long `eagle shell` from a pipe waits for running workers at the end.
     pub shell_wait: Duration,
+    /// `[ops]`: the metrics and health listener, the log format.
+    pub ops: OpsSettings,
+    /// Eagle's part (the orchestrator's): what its loops read. Present in
+    /// every profile, with defaults, and validated the same way.
+    pub eagle: EagleSettings,
+    /// The executor's part: what the runner and its workers read.
+    pub executor: ExecutorSettings,
+}
+
+/// The settings only Eagle's loops read (the decider, the analyzer, Asana
+/// intake, the carrier, the conversations, the digest, the pruner).
+#[derive(Debug, Clone)]
+pub struct EagleSettings {
+    /// For the orchestrator: the executor bot whose protocol lines it trusts.
+    pub executor_bot: Option<UserRef>,
+    pub policy: PolicySettings,
+    pub decisions: DecisionSettings,
+    pub analyzer: AnalyzerSettings,
+    pub asana: Option<AsanaSettings>,
     /// The language backend Eagle answers questions with, if any (Eagle's).
     pub conversation: Option<ConversationSettings>,
     /// The owner's daily digest, if configured (Eagle's).
     pub digest: Option<DigestSettings>,
-    /// `[ops]`: the metrics and health listener, the log format.
-    pub ops: OpsSettings,
     /// How long what may be pruned is kept (`[store] prune_after`).
     pub prune_after: Duration,
+}
+
+/// The settings only the executor reads (the runner and what its workers
+/// get).
+#[derive(Debug, Clone)]
+pub struct ExecutorSettings {
+    pub runner: RunnerSettings,
 }
 
 impl Profile {
@@ -516,7 +533,8 @@ impl Profile {
 
     /// Where runs' working directories go.
     pub fn runs_dir(&self) -> PathBuf {
-        self.runner
+        self.executor
+            .runner
             .runs_dir
             .clone()
             .unwrap_or_else(|| self.state_dir().join("runs"))

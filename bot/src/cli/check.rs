@@ -131,7 +131,7 @@ fn integration_checks(profile: &Profile) -> Vec<(crate::executor::runner::Severi
         )),
     }
     if profile.role == Role::Orchestrator {
-        out.push(match &profile.conversation {
+        out.push(match &profile.eagle.conversation {
             Some(c) => (
                 Severity::Ok,
                 format!(
@@ -150,7 +150,7 @@ fn integration_checks(profile: &Profile) -> Vec<(crate::executor::runner::Severi
                 "no language backend ([conversation]): mentions that are not commands are captured as tasks, thanks, greetings, questions and decisions are answered with the command".into(),
             ),
         });
-        if let Some(d) = &profile.digest {
+        if let Some(d) = &profile.eagle.digest {
             out.push((
                 Severity::Ok,
                 format!(
@@ -163,26 +163,26 @@ fn integration_checks(profile: &Profile) -> Vec<(crate::executor::runner::Severi
                 ),
             ));
         }
-        if let Some(command) = &profile.analyzer.command {
+        if let Some(command) = &profile.eagle.analyzer.command {
             out.push((
                 Severity::Ok,
                 format!(
                     "analyzer: filters, then `{}` (no output {}, at most {})",
                     command.template,
-                    human(profile.analyzer.no_output_timeout),
-                    human(profile.analyzer.hard_timeout)
+                    human(profile.eagle.analyzer.no_output_timeout),
+                    human(profile.eagle.analyzer.hard_timeout)
                 ),
             ));
         }
         let as_root = crate::ground::host::euid() == 0
-            && match profile.analyzer.worker_user.as_deref() {
+            && match profile.eagle.analyzer.worker_user.as_deref() {
                 None => true,
                 Some(name) => crate::ground::host::lookup_user(name)
                     .ok()
                     .flatten()
                     .is_some_and(|u| u.uid == 0),
             };
-        match &profile.analyzer.command {
+        match &profile.eagle.analyzer.command {
             Some(_) if as_root => out.push((
                 Severity::Fail,
                 crate::eagle::analyzer::ANALYSIS_AS_ROOT.into(),
@@ -193,7 +193,7 @@ fn integration_checks(profile: &Profile) -> Vec<(crate::executor::runner::Severi
                 "analyzer: filters only (no analysis command): kept tasks go to for_review".into(),
             )),
         }
-        if let Some(a) = &profile.asana {
+        if let Some(a) = &profile.eagle.asana {
             let mut places = Vec::new();
             places.extend(a.projects.iter().map(|(_, s)| s.clone()));
             places.extend(a.sections.iter().map(|(_, s)| s.clone()));
@@ -290,7 +290,7 @@ async fn zulip_findings(profile: &Profile, creds: &ZulipCredentials) -> Vec<Find
             format!("cannot list the bot's subscriptions: {error}"),
         ),
     }
-    if let Some(crate::profile::UserRef::Id(id)) = &profile.executor_bot {
+    if let Some(crate::profile::UserRef::Id(id)) = &profile.eagle.executor_bot {
         match client.user(*id as i64).await {
             Ok(user) if user.is_bot => say(
                 true,

@@ -131,7 +131,7 @@ pub(super) async fn run(
             let keep = match older_than.as_deref() {
                 Some(text) => crate::profile::care::check_prune_after(text)
                     .map_err(|why| anyhow::anyhow!("--older-than: {why}"))?,
-                None => profile.prune_after,
+                None => profile.eagle.prune_after,
             };
             let store = open_store(&profile).await?;
             let result = prune(&store, keep, dry_run).await;

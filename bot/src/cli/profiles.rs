@@ -105,7 +105,7 @@ pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String
     };
     let _ = writeln!(out, "channels:      {channels}");
     let _ = writeln!(out, "executor runs: #{}", profile.executor_channel);
-    if let Some(bot) = &profile.executor_bot {
+    if let Some(bot) = &profile.eagle.executor_bot {
         let _ = writeln!(out, "executor bot:  {bot}");
     }
     let _ = writeln!(
@@ -124,15 +124,15 @@ pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String
     let _ = writeln!(
         out,
         "plugins:       dir {}{}",
-        profile.policy.dir.display(),
-        if profile.policy.load_all {
+        profile.eagle.policy.dir.display(),
+        if profile.eagle.policy.load_all {
             ", loading every .wasm in it"
         } else {
             ""
         }
     );
     if profile.role == crate::profile::Role::Executor {
-        let sandbox = &profile.runner.sandbox;
+        let sandbox = &profile.executor.runner.sandbox;
         let hosts = if sandbox.allow_hosts.is_empty() {
             "no host".to_string()
         } else {
@@ -156,7 +156,7 @@ pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String
             sandbox.max_disk >> 20,
         );
     }
-    for (i, plugin) in profile.policy.plugins.iter().enumerate() {
+    for (i, plugin) in profile.eagle.policy.plugins.iter().enumerate() {
         let _ = writeln!(
             out,
             "  {}. {} (fuel {}, memory {} MiB, timeout {} ms, config {})",

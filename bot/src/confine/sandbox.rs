@@ -292,7 +292,7 @@ pub const UNCONFINED_PRESENCE: &str = "runner:unconfined:";
 /// The limits of a profile's sandbox, or `None` when its workers run
 /// unconfined (`[runner.sandbox] mode = "off"`).
 pub fn limits_of(profile: &crate::profile::Profile) -> Option<Limits> {
-    let settings = &profile.runner.sandbox;
+    let settings = &profile.executor.runner.sandbox;
     match settings.mode {
         crate::profile::SandboxMode::Off => None,
         crate::profile::SandboxMode::On => Some(Limits {

@@ -62,7 +62,7 @@ pub fn github(profile: &Profile, store: &Store) -> anyhow::Result<Option<GitHub>
 
 /// The Asana client of `profile`'s `[asana]`, if it has one.
 pub fn asana(profile: &Profile) -> anyhow::Result<Option<Arc<Asana>>> {
-    let Some(settings) = &profile.asana else {
+    let Some(settings) = &profile.eagle.asana else {
         return Ok(None);
     };
     let mut config = AsanaConfig::new(settings.api_url.clone(), settings.token.clone());

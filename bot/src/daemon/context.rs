@@ -172,8 +172,8 @@ impl Context {
             poster: side.voice.poster.clone(),
             people: side.voice.people.clone(),
             settings: DeciderSettings {
-                reminder_after: side.profile.decisions.reminder_after,
-                approval_ttl: side.profile.decisions.approval_ttl,
+                reminder_after: side.profile.eagle.decisions.reminder_after,
+                approval_ttl: side.profile.eagle.decisions.approval_ttl,
                 keep_drafts: side.profile.github.as_ref().is_some_and(|g| g.keep_drafts),
             },
         })
@@ -210,7 +210,7 @@ impl Context {
             .eagle
             .as_ref()
             .ok_or_else(|| anyhow::anyhow!("Eagle's profile is not part of this daemon"))?;
-        let (Some(asana), Some(settings)) = (&side.asana, &side.profile.asana) else {
+        let (Some(asana), Some(settings)) = (&side.asana, &side.profile.eagle.asana) else {
             return Ok(None);
         };
         Ok(Some(Intake::new(
@@ -226,7 +226,7 @@ impl Context {
         &self,
     ) -> anyhow::Result<Option<crate::chat::conversation::Conversations>> {
         let (side, _) = self.eagle()?;
-        let Some(settings) = &side.profile.conversation else {
+        let Some(settings) = &side.profile.eagle.conversation else {
             return Ok(None);
         };
         crate::chat::conversation::Conversations::new(
@@ -254,7 +254,7 @@ impl Context {
     /// Eagle's daily digest for its owner, when the profile asks for one.
     pub fn digest(&self) -> anyhow::Result<Option<crate::chat::digest::Digest>> {
         let (side, _) = self.eagle()?;
-        Ok(side.profile.digest.as_ref().map(|settings| {
+        Ok(side.profile.eagle.digest.as_ref().map(|settings| {
             crate::chat::digest::Digest::new(
                 self.store.clone(),
                 side.voice.poster.clone(),
@@ -269,7 +269,7 @@ impl Context {
         let (side, _) = self.eagle()?;
         Ok(crate::eagle::pruner::Pruner::new(
             self.store.clone(),
-            side.profile.prune_after,
+            side.profile.eagle.prune_after,
         ))
     }
 

@@ -156,8 +156,8 @@ impl Analyzer {
         people: People,
         exe: &Path,
     ) -> anyhow::Result<Analyzer> {
-        let settings = &profile.analyzer;
-        let prompts = Prompts::load(profile.runner.prompts_dir.as_deref())
+        let settings = &profile.eagle.analyzer;
+        let prompts = Prompts::load(profile.executor.runner.prompts_dir.as_deref())
             .map_err(|why| anyhow::anyhow!("profile {}: {why}", profile.name))?;
         let command = match &settings.command {
             None => None,

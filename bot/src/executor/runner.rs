@@ -198,14 +198,17 @@ impl Runner {
     /// prompts, the worker user, the directories. Fails with what to fix.
     pub fn new(profile: &Profile, store: Store, options: RunnerOptions) -> anyhow::Result<Runner> {
         let exe = options.exe;
-        let (command, demo) = match (&profile.runner.worker_command, options.demo_if_unset) {
+        let (command, demo) = match (
+            &profile.executor.runner.worker_command,
+            options.demo_if_unset,
+        ) {
             (Some(command), _) => (command.clone(), false),
             (None, true) => (demo_command(&exe), true),
             (None, false) => anyhow::bail!("profile {}: {NO_WORKER_COMMAND}", profile.name),
         };
-        let prompts = Prompts::load(profile.runner.prompts_dir.as_deref())
+        let prompts = Prompts::load(profile.executor.runner.prompts_dir.as_deref())
             .map_err(|e| anyhow::anyhow!("profile {}: {e}", profile.name))?;
-        let worker_user = match &profile.runner.worker_user {
+        let worker_user = match &profile.executor.runner.worker_user {
             None => None,
             Some(name) => {
                 let user = host::lookup_user(name)
@@ -240,7 +243,7 @@ impl Runner {
         let shared = Shared {
             sandbox,
             store,
-            settings: profile.runner.clone(),
+            settings: profile.executor.runner.clone(),
             command,
             poster: options.poster,
             people: options.people,

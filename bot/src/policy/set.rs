@@ -170,7 +170,7 @@ impl PolicyHost {
 
     /// The host for a profile's plugins, with its compiled-plugin cache.
     pub async fn for_profile(profile: &crate::profile::Profile) -> anyhow::Result<PolicyHost> {
-        PolicyHost::load(&profile.policy, Some(profile.plugin_cache_dir())).await
+        PolicyHost::load(&profile.eagle.policy, Some(profile.plugin_cache_dir())).await
     }
 
     /// A host for one plugin file with default limits (`eagle policy test --plugin`).

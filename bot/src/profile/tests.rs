@@ -66,7 +66,7 @@ fn loads_the_shipped_profiles() {
         eagle.database_url.expose(),
         "sqlite:///home/tester/.local/share/eagle/eagle.db?mode=rwc"
     );
-    assert_eq!(eagle.policy.plugins.len(), 2);
+    assert_eq!(eagle.eagle.policy.plugins.len(), 2);
     let executor = Profile::load(&dir, "executor", &env).expect("executor.toml");
     assert_eq!(executor.role, Role::Executor);
     assert_eq!(executor.display_name, "Исполнитель");
@@ -135,7 +135,7 @@ fn environment_overrides_scalars_lists_and_nested_keys() {
     assert_eq!(profile.owner, Some(UserRef::Id(7)));
     assert_eq!(profile.display_name, "Орёл");
     assert_eq!(profile.zulip.late_command_age, Duration::from_secs(7200));
-    assert!(profile.policy.load_all);
+    assert!(profile.eagle.policy.load_all);
     assert!(profile.database_url.is_postgres());
     assert_eq!(
         profile.database_url.redacted(),
@@ -387,7 +387,7 @@ fn plugin_config_tables_become_json() {
          [policy.plugins.config]\nplatform = \"macos\"\nsources = [\"a\", \"b\"]\n",
     );
     let profile = dir.load("p", &[]).unwrap();
-    let plugin = &profile.policy.plugins[0];
+    let plugin = &profile.eagle.policy.plugins[0];
     assert_eq!(plugin.source, PluginSource::File("mine.wasm".into()));
     assert_eq!(plugin.limits.fuel, 5000);
     assert_eq!(plugin.limits.timeout, Duration::from_millis(20));
@@ -404,7 +404,7 @@ fn the_sandbox_is_on_by_default_and_lets_claude_reach_its_model_api() {
         "role = \"executor\"\n[runner]\nworker_command = \"claude -p {prompt}\"\nworker_env = [\"ANTHROPIC_BASE_URL\"]\n",
     );
     let profile = dir.load("p", &[]).unwrap();
-    let sandbox = &profile.runner.sandbox;
+    let sandbox = &profile.executor.runner.sandbox;
     assert_eq!(sandbox.mode, SandboxMode::On);
     assert!(sandbox.allows("api.anthropic.com", 443));
     assert!(!sandbox.allows("example.com", 443));
@@ -412,8 +412,14 @@ fn the_sandbox_is_on_by_default_and_lets_claude_reach_its_model_api() {
     let profile = dir
         .load("p", &[("ANTHROPIC_BASE_URL", "http://127.0.0.1:4010")])
         .unwrap();
-    assert!(profile.runner.sandbox.allows("127.0.0.1", 4010));
-    assert!(!profile.runner.sandbox.allows("api.anthropic.com", 443));
+    assert!(profile.executor.runner.sandbox.allows("127.0.0.1", 4010));
+    assert!(
+        !profile
+            .executor
+            .runner
+            .sandbox
+            .allows("api.anthropic.com", 443)
+    );
     dir.write(
         "q.toml",
         "role = \"executor\"\n[runner]\nworker_command = \"claude -p {prompt}\"\n",
@@ -421,8 +427,14 @@ fn the_sandbox_is_on_by_default_and_lets_claude_reach_its_model_api() {
     let profile = dir
         .load("q", &[("ANTHROPIC_BASE_URL", "http://127.0.0.1:4010")])
         .unwrap();
-    assert!(profile.runner.sandbox.allows("api.anthropic.com", 443));
-    assert!(!profile.runner.sandbox.allows("127.0.0.1", 4010));
+    assert!(
+        profile
+            .executor
+            .runner
+            .sandbox
+            .allows("api.anthropic.com", 443)
+    );
+    assert!(!profile.executor.runner.sandbox.allows("127.0.0.1", 4010));
 }
 
 #[test]
@@ -444,7 +456,7 @@ fn sandbox_settings_come_from_the_file_and_the_environment() {
             ],
         )
         .unwrap();
-    let sandbox = &profile.runner.sandbox;
+    let sandbox = &profile.executor.runner.sandbox;
     assert_eq!(sandbox.mode, SandboxMode::Off);
     assert!(sandbox.allows("static.crates.io", 443));
     assert!(sandbox.allows("127.0.0.1", 9));
@@ -462,20 +474,21 @@ fn prune_after_comes_from_store_then_the_old_zulip_retention_and_is_at_least_a_d
     let dir = Dir::new();
     let day = Duration::from_secs(24 * 3600);
     dir.write("a.toml", MINIMAL);
-    assert_eq!(dir.load("a", &[]).unwrap().prune_after, 90 * day);
+    assert_eq!(dir.load("a", &[]).unwrap().eagle.prune_after, 90 * day);
     dir.write(
         "b.toml",
         &format!("{MINIMAL}\n[zulip]\nretention = \"30d\"\n"),
     );
-    assert_eq!(dir.load("b", &[]).unwrap().prune_after, 30 * day);
+    assert_eq!(dir.load("b", &[]).unwrap().eagle.prune_after, 30 * day);
     dir.write(
         "c.toml",
         &format!("{MINIMAL}\n[zulip]\nretention = \"30d\"\n[store]\nprune_after = \"14d\"\n"),
     );
-    assert_eq!(dir.load("c", &[]).unwrap().prune_after, 14 * day);
+    assert_eq!(dir.load("c", &[]).unwrap().eagle.prune_after, 14 * day);
     assert_eq!(
         dir.load("c", &[("EAGLE_STORE__PRUNE_AFTER", "7d")])
             .unwrap()
+            .eagle
             .prune_after,
         7 * day
     );

@@ -11,9 +11,9 @@ use super::raw::{RawDecisions, RawProfile, RawRunner, RawUserRef};
 pub use super::worker_command::worker_command;
 use super::worker_env::env_names;
 use super::{
-    ChatSettings, DatabaseUrl, DecisionSettings, KindLimits, Origin, Persona, PluginLimits,
-    PluginSource, PluginSpec, PolicySettings, Profile, ProfileError, Role, RunnerSettings, UserRef,
-    WorkerEnv, ZulipSettings, default_data_dir,
+    ChatSettings, DatabaseUrl, DecisionSettings, EagleSettings, ExecutorSettings, KindLimits,
+    Origin, Persona, PluginLimits, PluginSource, PluginSpec, PolicySettings, Profile, ProfileError,
+    Role, RunnerSettings, UserRef, WorkerEnv, ZulipSettings, default_data_dir,
 };
 
 const DEFAULT_LATE_COMMAND_AGE: Duration = Duration::from_secs(24 * 60 * 60);
@@ -352,21 +352,23 @@ pub fn validate(
         owner,
         channels,
         executor_channel,
-        executor_bot,
         persona,
         zulip,
         chat,
-        policy,
-        runner,
-        decisions,
-        analyzer,
         github,
-        asana,
         shell_wait,
-        conversation,
-        digest,
         ops,
-        prune_after,
+        eagle: EagleSettings {
+            executor_bot,
+            policy,
+            decisions,
+            analyzer,
+            asana,
+            conversation,
+            digest,
+            prune_after,
+        },
+        executor: ExecutorSettings { runner },
     })
 }
 

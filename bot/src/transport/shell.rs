@@ -286,7 +286,7 @@ where
         let (Some(eagle), Some(executor)) = (&ctx.eagle, &ctx.executor) else {
             return Ok(());
         };
-        let worker = match &executor.profile.runner.worker_command {
+        let worker = match &executor.profile.executor.runner.worker_command {
             Some(command) => format!("workers: {}", command.template),
             None => "workers: the built-in demo worker".into(),
         };

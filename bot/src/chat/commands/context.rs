@@ -90,6 +90,7 @@ impl<'t, 'a> CommandContext<'t, 'a> {
             || Some(sender.user_id) == self.bot.user_id
             || self
                 .profile
+                .eagle
                 .executor_bot
                 .as_ref()
                 .is_some_and(|bot| bot.matches(sender.user_id as u64, &sender.email))

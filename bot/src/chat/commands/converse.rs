@@ -44,6 +44,7 @@ impl Handler for Confirm {
     async fn handle(&self, cx: &mut CommandContext<'_, '_>) -> Result<CommandReply, StoreError> {
         let within = cx
             .profile
+            .eagle
             .conversation
             .as_ref()
             .map_or(std::time::Duration::from_secs(24 * 3600), |c| {

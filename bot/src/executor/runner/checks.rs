@@ -20,14 +20,14 @@ pub fn checks(profile: &Profile) -> Vec<(Severity, String)> {
     use std::os::unix::fs::PermissionsExt;
     let mut out = Vec::new();
     if profile.role == crate::profile::Role::Executor {
-        match &profile.runner.worker_command {
+        match &profile.executor.runner.worker_command {
             Some(command) => out.push((
                 Severity::Ok,
                 format!("worker command: {} ({:?})", command.template, command.kind),
             )),
             None => out.push((Severity::Fail, NO_WORKER_COMMAND.to_string())),
         }
-        match profile.runner.worker_user.as_deref().map(host::lookup_user) {
+        match profile.executor.runner.worker_user.as_deref().map(host::lookup_user) {
             None if host::euid() == 0 => out.push((Severity::Fail, super::WORKERS_AS_ROOT.into())),
             Some(Ok(Some(user))) if user.uid == 0 && host::euid() == 0 => {
                 out.push((Severity::Fail, super::WORKERS_AS_ROOT.into()))
@@ -60,12 +60,12 @@ pub fn checks(profile: &Profile) -> Vec<(Severity, String)> {
                 Severity::Fail,
                 format!(
                     "runner.worker_user {:?} does not exist (useradd --system --create-home {0})",
-                    profile.runner.worker_user.as_deref().unwrap_or_default()
+                    profile.executor.runner.worker_user.as_deref().unwrap_or_default()
                 ),
             )),
             Some(Err(error)) => out.push((Severity::Fail, format!("cannot look up runner.worker_user: {error}"))),
         }
-        if let Err(error) = Prompts::load(profile.runner.prompts_dir.as_deref()) {
+        if let Err(error) = Prompts::load(profile.executor.runner.prompts_dir.as_deref()) {
             out.push((Severity::Fail, error));
         }
     }
@@ -109,6 +109,7 @@ pub fn sandbox_check(profile: &Profile, exe: Option<&std::path::Path>) -> (Sever
         );
     };
     let user = profile
+        .executor
         .runner
         .worker_user
         .as_deref()

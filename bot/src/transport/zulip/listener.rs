@@ -480,6 +480,7 @@ impl<'a> Listener<'a> {
         }
         let from_executor = self
             .profile
+            .eagle
             .executor_bot
             .as_ref()
             .is_some_and(|bot| bot.matches(message.sender_id as u64, &message.sender_email));
