@@ -15,7 +15,7 @@ use crate::support::{Db, Home, TestDb, text};
 pub(crate) const REPO: &str = "acme/app";
 
 /// Runs git outside any repository's or user's configuration.
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)
@@ -146,7 +146,7 @@ pub(crate) fn notes(out: &Path) -> Vec<String> {
         .collect()
 }
 
-fn note<'a>(notes: &'a [String], key: &str) -> &'a str {
+pub(crate) fn note<'a>(notes: &'a [String], key: &str) -> &'a str {
     notes
         .iter()
         .find_map(|n| n.strip_prefix(&format!("{key} ")))

@@ -114,21 +114,51 @@ pub async fn push(plan: &PushPlan<'_>) -> Result<Pushed, String> {
         tip.as_deref().unwrap_or("")
     );
     let refspec = format!("{}:{target}", plan.sha);
-    git(
-        plan.mirror,
-        &[
-            "push",
-            "--quiet",
-            "--no-verify",
-            &lease,
-            "--",
-            &remote,
-            &refspec,
-        ],
-    )
-    .await
-    .map_err(|e| format!("the push was refused: {e}"))?;
+    // Eagle runs with a private umask: a repository on this host that
+    // others read (the next run's clone, as the worker's user) would get
+    // object directories only Eagle can open. The receiving side keeps
+    // what the repository's own objects allow.
+    let receive_pack = shared_repository(plan.remote)
+        .map(|mode| format!("--receive-pack=git -c core.sharedRepository={mode} receive-pack"));
+    let mut args = vec!["push", "--quiet", "--no-verify", &lease];
+    if let Some(receive_pack) = &receive_pack {
+        args.push(receive_pack);
+    }
+    args.extend(["--", &remote, &refspec]);
+    git(plan.mirror, &args)
+        .await
+        .map_err(|e| format!("the push was refused: {e}"))?;
     Ok(Pushed::Pushed { forced })
+}
+
+/// How a repository on this host shares its objects, from its object
+/// directory's mode, when it shares them with anyone: `0644` (everyone
+/// reads), `0640` (its group reads), `0664`/`0660` (and its group writes). `None` for a
+/// private repository (kept private) or one git itself keeps shared
+/// (`core.sharedRepository` set in it).
+fn shared_repository(remote: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let objects = [remote.join("objects"), remote.join(".git").join("objects")]
+        .into_iter()
+        .find(|o| o.is_dir())?;
+    let git_dir = objects.parent()?;
+    let config = std::fs::read_to_string(git_dir.join("config")).unwrap_or_default();
+    if config.lines().any(|l| {
+        l.trim()
+            .to_ascii_lowercase()
+            .starts_with("sharedrepository")
+    }) {
+        return None;
+    }
+    let mode = std::fs::metadata(&objects).ok()?.permissions().mode();
+    let group_writes = mode & 0o020 != 0;
+    if mode & 0o005 == 0o005 {
+        Some(if group_writes { "0664" } else { "0644" })
+    } else if mode & 0o050 == 0o050 {
+        Some(if group_writes { "0660" } else { "0640" })
+    } else {
+        None
+    }
 }
 
 /// A branch name Eagle pushes to: what `git check-ref-format --branch`
@@ -251,4 +281,37 @@ fn command(dir: &Path, args: &[&str]) -> tokio::process::Command {
 
 fn short(sha: &str) -> &str {
     sha.get(..12).unwrap_or(sha)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    fn repo_with(mode: u32, config: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let objects = dir.path().join("objects");
+        std::fs::create_dir(&objects).unwrap();
+        std::fs::set_permissions(&objects, std::fs::Permissions::from_mode(mode)).unwrap();
+        std::fs::write(dir.path().join("config"), config).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_push_keeps_what_the_repositorys_objects_share() {
+        let plain = "[core]\n\tbare = true\n";
+        for (mode, config, want) in [
+            (0o755, plain, Some("0644")),
+            (0o775, plain, Some("0664")),
+            (0o750, plain, Some("0640")),
+            (0o770, plain, Some("0660")),
+            (0o700, plain, None),
+            (0o755, "[core]\n\tsharedRepository = group\n", None),
+        ] {
+            let repo = repo_with(mode, config);
+            assert_eq!(shared_repository(repo.path()), want, "{mode:o} {config:?}");
+        }
+        assert_eq!(shared_repository(Path::new("/nonexistent/repo")), None);
+    }
 }
