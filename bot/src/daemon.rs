@@ -177,7 +177,7 @@ impl Daemon {
             && store.analyses().pending_count().await? == 0
             && store.analyses().open_analyzer_jobs().await?.is_empty()
             && store.prs().prs_to_look_at().await? == 0
-            && store.requests().requests_to_carry_out(1).await?.is_empty()
+            && store.carried().requests_to_carry_out(1).await?.is_empty()
             && (self
                 .ctx
                 .eagle

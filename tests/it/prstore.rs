@@ -289,7 +289,7 @@ async fn carry_outs_are_claimed_and_recorded_once(db: Db) {
     tx.commit().await.unwrap();
     assert!(
         store
-            .requests()
+            .carried()
             .requests_to_carry_out(10)
             .await
             .unwrap()
@@ -310,19 +310,19 @@ async fn carry_outs_are_claimed_and_recorded_once(db: Db) {
         .unwrap()
         .expect("decided");
     tx.commit().await.unwrap();
-    let due = store.requests().requests_to_carry_out(10).await.unwrap();
+    let due = store.carried().requests_to_carry_out(10).await.unwrap();
     assert_eq!(due.iter().map(|r| r.id).collect::<Vec<_>>(), vec![merge.id]);
     let ttl = Duration::from_secs(600);
     assert!(
         store
-            .requests()
+            .carried()
             .claim_carry_out(merge.id, "eagle-a", ttl)
             .await
             .unwrap()
     );
     assert!(
         store
-            .requests()
+            .carried()
             .claim_carry_out(merge.id, "eagle-a", ttl)
             .await
             .unwrap(),
@@ -330,20 +330,20 @@ async fn carry_outs_are_claimed_and_recorded_once(db: Db) {
     );
     assert!(
         !store
-            .requests()
+            .carried()
             .claim_carry_out(merge.id, "eagle-b", ttl)
             .await
             .unwrap()
     );
     let mut tx = store.begin_write().await.unwrap();
     assert!(
-        tx.requests()
+        tx.carried()
             .record_carried_out(merge.id, "merged", true)
             .await
             .unwrap()
     );
     assert!(
-        !tx.requests()
+        !tx.carried()
             .record_carried_out(merge.id, "merged", true)
             .await
             .unwrap()
@@ -351,7 +351,7 @@ async fn carry_outs_are_claimed_and_recorded_once(db: Db) {
     tx.commit().await.unwrap();
     assert!(
         store
-            .requests()
+            .carried()
             .requests_to_carry_out(10)
             .await
             .unwrap()
@@ -359,7 +359,7 @@ async fn carry_outs_are_claimed_and_recorded_once(db: Db) {
     );
     assert!(
         !store
-            .requests()
+            .carried()
             .claim_carry_out(merge.id, "eagle-b", ttl)
             .await
             .unwrap()

@@ -147,7 +147,7 @@ impl Carrier {
     /// were settled.
     pub async fn sweep(&mut self, tick: &mut Tick<'_>) -> Result<usize, StoreError> {
         let mut settled = 0;
-        for request in self.store.requests().requests_to_carry_out(BATCH).await? {
+        for request in self.store.carried().requests_to_carry_out(BATCH).await? {
             if self.put_off(request.id) {
                 continue;
             }
@@ -159,7 +159,7 @@ impl Carrier {
             }
             if !self
                 .store
-                .requests()
+                .carried()
                 .claim_carry_out(request.id, &self.instance, CARRY_CLAIM)
                 .await?
             {
@@ -210,7 +210,7 @@ impl Carrier {
             self.later.remove(&request.id);
             let mut tx = self.store.begin_write().await?;
             if tx
-                .requests()
+                .carried()
                 .record_carried_out(request.id, text, done)
                 .await?
             {
@@ -273,7 +273,7 @@ impl Carrier {
             return Ok(());
         }
         let mut tx = self.store.begin_write().await?;
-        if tx.requests().record_carry_waiting(request.id, text).await? {
+        if tx.carried().record_carry_waiting(request.id, text).await? {
             let line = format!(
                 "{} (run:{} req:{})",
                 neutralize_mentions(&one_line(text, 400)),

@@ -204,7 +204,7 @@ async fn carry_push(ctx: &SocketCtx, request: &Request, sha: &str) -> Result<(),
     let mut tx = shared.store.begin_write().await?;
     let run = tx.tasks().run(ctx.fence.run).await?;
     if tx
-        .requests()
+        .carried()
         .record_carried_out(request.id, &text, carried.is_some())
         .await?
     {
