@@ -43,6 +43,7 @@ mod inbox;
 mod install;
 mod layers;
 mod limits;
+mod merge;
 mod moving_in;
 mod ops;
 mod policy;
