@@ -146,6 +146,9 @@ async fn merge_one(
             short_sha(head)
         )));
     }
+    // From here on the head is the one shown: should the PR loop lag behind
+    // a push, the carrier finds the PR's head moved and offers it instead.
+    let head = shown;
     let requests = cx.tx.requests().requests_of_run(id).await?;
     let at = |r: &&crate::store::Request| {
         r.action == "merge_pr" && r.bound_sha.as_deref() == Some(head) && r.bound_to.is_none()
