@@ -198,7 +198,7 @@ impl Decider {
                         format!(
                             "{head} {}",
                             offer::decide_text(
-                                &owner,
+                                &format!("{owner}merge run {}'s PR?", run.id),
                                 &run,
                                 &sha,
                                 Some(&decided),
@@ -293,7 +293,11 @@ impl Decider {
                     match offer::at_completion(&run, &requests) {
                         offer::Offer::Decide(sha) => {
                             let text = offer::decide_text(
-                                &owner,
+                                &format!(
+                                    "{owner}run {} is complete, CI and the review green: merge \
+                                     its PR?",
+                                    run.id
+                                ),
                                 &run,
                                 &sha,
                                 None,

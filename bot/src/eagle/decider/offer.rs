@@ -86,10 +86,10 @@ fn shown_or_decide(offered: Option<&str>, head: &str) -> Offer {
 
 /// The one message of a merge to decide at `head`: the PR and where it
 /// comes from, CI and the review there, what Eagle will do, the command.
-/// `owner` is the mention (with its trailing space); `asked` the worker's
+/// `lead` opens it, with the owner's mention; `asked` is the worker's
 /// request it answers too, if any.
 pub(super) fn decide_text(
-    owner: &str,
+    lead: &str,
     run: &Run,
     head: &str,
     asked: Option<&Request>,
@@ -119,7 +119,7 @@ pub(super) fn decide_text(
         })
         .unwrap_or_default();
     format!(
-        "{owner}merge run {id}'s PR? {} {review}.{draft} `!merge {id}` has Eagle \
+        "{lead} {} {review}.{draft} `!merge {id}` has Eagle \
          merge it at `{}`, once the required checks and a review by someone with write access \
          are green there.{answers}",
         describe_merge(run, Some(head)),
