@@ -44,6 +44,7 @@ mod install;
 mod layers;
 mod limits;
 mod local_repo;
+mod merge;
 mod moving_in;
 mod ops;
 mod policy;

@@ -20,6 +20,7 @@ mod context;
 mod control;
 mod converse;
 mod inbox;
+mod merge;
 mod parse;
 mod requests;
 mod show;
@@ -36,6 +37,7 @@ pub use converse::Confirm;
 pub use inbox::{
     Help, Queue, Status, StatusQuery, Why, WhyTarget, help_text, queue as queue_task, task_gid,
 };
+pub use merge::Merge;
 pub use parse::{
     BotNames, Invocation, ParseError, mentions_bot, parse_message, parse_message_as,
     strip_leading_mention, without_mentions,
@@ -196,7 +198,7 @@ commands! {
     /// A parsed command: one variant per command, in the order `!help` lists them.
     pub enum Command {
         Help, Queue, Confirm, Status, Why,
-        Approve, Deny, Show, Go, Cancel, Hold, Unhold, Retry, Pause, Resume, Reanalyze,
+        Approve, Deny, Merge, Show, Go, Cancel, Hold, Unhold, Retry, Pause, Resume, Reanalyze,
         Review, Skip, DropTask, Priority,
     }
 }

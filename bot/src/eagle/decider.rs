@@ -14,6 +14,8 @@
 //! unanswered, and expires them after `approval_ttl` (the worker is told on
 //! resume).
 
+mod offer;
+
 use std::time::Duration;
 
 use crate::ground::text::{neutralize_mentions, one_line};
@@ -182,15 +184,45 @@ impl Decider {
                 tx.holds()
                     .set_waiting_on(run.id, Some(&self.people.owner_label(task.as_ref())), None)
                     .await?;
-                escalation_text(
-                    &head,
-                    owner.as_deref(),
-                    &reason,
-                    &decided,
-                    &run,
-                    task.as_ref(),
-                    self.settings.keep_drafts,
-                )
+                let merge =
+                    (decided.action == "merge_pr").then(|| offer::at_escalation(&run, &decided));
+                match merge {
+                    // One decision, one message: the merge of this head
+                    // offered, `!merge` answering the request too.
+                    Some(offer::Offer::Decide(sha)) => {
+                        tx.prs().record_merge_offer(run.id, &sha).await?;
+                        let owner = owner
+                            .as_deref()
+                            .map(|o| format!("{o} "))
+                            .unwrap_or_default();
+                        format!(
+                            "{head} {}",
+                            offer::decide_text(
+                                &format!("{owner}merge run {}'s PR?", run.id),
+                                &run,
+                                &sha,
+                                Some(&decided),
+                                self.settings.keep_drafts
+                            )
+                        )
+                    }
+                    // The owner was offered this head already: no second ping.
+                    Some(offer::Offer::Shown(sha)) => format!(
+                        "{head} the worker asks to merge the head Eagle offered already ({}): \
+                         `!merge {id}` answers it too.",
+                        crate::store::short_sha(&sha),
+                        id = run.id
+                    ),
+                    _ => escalation_text(
+                        &head,
+                        owner.as_deref(),
+                        &reason,
+                        &decided,
+                        &run,
+                        task.as_ref(),
+                        self.settings.keep_drafts,
+                    ),
+                }
             }
         };
         self.poster.post(&mut tx, &run.topic(), &text).await?;
@@ -248,14 +280,41 @@ impl Decider {
                 .map(|o| format!("{o} "))
                 .unwrap_or_default();
             let what = quote(&notice.text);
+            let mut offered = None;
             let text = match notice.kind.as_str() {
-                "complete" => format!(
-                    "{owner}run {id} is complete: CI and the review are green and nothing is \
-                     unresolved on its PR, {url}. Merging it is yours (or a worker's `merge_pr`, \
-                     which asks you).",
-                    id = run.id,
-                    url = what
-                ),
+                "complete" => {
+                    let requests = self.store.requests().requests_of_run(run.id).await?;
+                    let done = format!(
+                        "run {id} is complete: CI and the review are green and nothing is \
+                         unresolved on its PR, {url}.",
+                        id = run.id,
+                        url = what
+                    );
+                    match offer::at_completion(&run, &requests) {
+                        offer::Offer::Decide(sha) => {
+                            let text = offer::decide_text(
+                                &format!(
+                                    "{owner}run {} is complete, CI and the review green: merge \
+                                     its PR?",
+                                    run.id
+                                ),
+                                &run,
+                                &sha,
+                                None,
+                                self.settings.keep_drafts,
+                            );
+                            offered = Some(sha);
+                            format!("{text} {what}")
+                        }
+                        offer::Offer::Shown(sha) => format!(
+                            "{done} `!merge {id}` merges it at {}, as offered above.",
+                            crate::store::short_sha(&sha),
+                            id = run.id
+                        ),
+                        offer::Offer::Nothing(why) => format!("{done} Nothing to decide: {why}."),
+                    }
+                }
+                "merge_moved" => format!("{owner}run {id}: {what}.", id = run.id),
                 "pr_held" => format!(
                     "{owner}run {id} is held: {what}. `!retry {id}` lets the PR loop go on (as many \
                      workers again); `!cancel {id}` stops it.",
@@ -293,6 +352,9 @@ impl Decider {
             let mut tx = self.store.begin_write().await?;
             if !tx.controls().mark_notice_posted(notice.id).await? {
                 continue;
+            }
+            if let Some(sha) = &offered {
+                tx.prs().record_merge_offer(run.id, sha).await?;
             }
             self.poster.post(&mut tx, &run.topic(), &text).await?;
             tx.commit().await?;
@@ -345,9 +407,14 @@ impl Decider {
                     .owner_of(task.as_ref())
                     .map(|o| format!("{o} "))
                     .unwrap_or_default();
+                let answer = if request.action == "merge_pr" && request.bound_sha.is_some() {
+                    format!("`!merge {}`", run.id)
+                } else {
+                    format!("`!approve {} {}`", run.id, request.id)
+                };
                 let text = format!(
                     "{owner}reminder: run {run_id} request {id} ({action}) still waits for you: \
-                     `!approve {run_id} {id}` or `!deny {run_id} {id} <reason>`.",
+                     {answer} or `!deny {run_id} {id} <reason>`.",
                     run_id = run.id,
                     id = request.id,
                     action = request.action

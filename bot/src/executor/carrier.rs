@@ -89,6 +89,10 @@ enum Outcome {
     /// checks at an approved head failing or absent, GitHub's own refusal
     /// of a merge): like `Refused`, and the owner is told, once.
     Blocked(String),
+    /// Not done: the head of the PR moved since the owner's `!merge` named
+    /// it. Like `Blocked`, and the new head (the second field) is what the
+    /// owner is offered now.
+    Moved(String, String),
     /// Not now (GitHub still computing mergeability, a transient error):
     /// tried again on a later sweep.
     Later(String),
@@ -204,9 +208,11 @@ impl Carrier {
                 }
                 Outcome::Done(text) => (text.as_str(), Some(&found)),
                 Outcome::Carried(text, carried) => (text.as_str(), Some(carried)),
-                Outcome::Refused(text) | Outcome::Blocked(text) => (text.as_str(), None),
+                Outcome::Refused(text) | Outcome::Blocked(text) | Outcome::Moved(text, _) => {
+                    (text.as_str(), None)
+                }
             };
-            let done = !matches!(outcome, Outcome::Refused(_) | Outcome::Blocked(_));
+            let done = matches!(outcome, Outcome::Done(_) | Outcome::Carried(..));
             self.later.remove(&request.id);
             let mut tx = self.store.begin_write().await?;
             if tx
@@ -250,6 +256,16 @@ impl Carrier {
                         .insert_notice(
                             run.id,
                             "carry_blocked",
+                            &format!("{text} (req:{})", request.id),
+                        )
+                        .await?;
+                }
+                if let Outcome::Moved(text, head) = &outcome {
+                    tx.prs().record_merge_offer(run.id, head).await?;
+                    tx.controls()
+                        .insert_notice(
+                            run.id,
+                            "merge_moved",
                             &format!("{text} (req:{})", request.id),
                         )
                         .await?;

@@ -319,6 +319,20 @@ impl PullRequestsTx<'_> {
         }))
     }
 
+    /// Records the head of the run's PR that Eagle named to its owner when
+    /// it offered the merge: what `!merge` merges.
+    pub async fn record_merge_offer(&mut self, run_id: i64, sha: &str) -> Result<()> {
+        on_tx!(self, conn => {
+            sqlx::query("UPDATE executor_runs SET merge_offered_sha = $2 WHERE id = $1")
+                .bind(run_id)
+                .bind(sha)
+                .execute(conn)
+                .await
+                .map(|_| ())
+        })
+        .op("recording the head offered for a merge")
+    }
+
     /// Records whether the run's PR is a draft (Eagle opened it; the PR
     /// loop's polls record it too).
     pub async fn set_pr_draft(&mut self, run_id: i64, draft: bool) -> Result<()> {
@@ -355,6 +369,7 @@ impl PullRequestsTx<'_> {
                  pr_head_repo = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_head_repo END, \
                  pr_base_ref = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_base_ref END, \
                  pr_ci = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE pr_ci END, \
+                 merge_offered_sha = CASE WHEN pr_number IS DISTINCT FROM $2 THEN NULL ELSE merge_offered_sha END, \
                  pr_url = CASE WHEN pr_number IS DISTINCT FROM $2 THEN $3 ELSE COALESCE($3, pr_url) END, \
                  pr_number = $2, \
                  pr_repo = $4, pr_closed_at = NULL, updated_at = $5 WHERE id = $1",

@@ -180,6 +180,11 @@ pub struct Request {
 }
 
 impl Request {
+    /// Whether an approver's `!merge` made it (no worker asked).
+    pub fn by_command(&self) -> bool {
+        self.via == "chat"
+    }
+
     /// The protocol tag the worker used.
     pub fn tag(&self) -> &'static str {
         if self.kind == "escalate" {
@@ -529,6 +534,85 @@ impl RequestsTx<'_> {
             RequestStatus::Denied
         };
         self.count_decision(&request, status, "human");
+        Ok(Some(request))
+    }
+
+    /// An approver's `!merge`: a `merge_pr` of the run's PR at `sha` (the
+    /// head Eagle named to them; `body` is the effect's parameters naming
+    /// it), recorded as approved by them, for the carrier to carry out
+    /// exactly like an approved worker's request. No worker waits on it: it
+    /// is recorded as delivered, and its `via` is `chat`. `None` when this
+    /// message made it already.
+    pub async fn record_merge_command(
+        &mut self,
+        run: &super::Run,
+        sha: &str,
+        body: &str,
+        approval: &Approval<'_>,
+    ) -> Result<Option<Request>> {
+        let new = NewRequest {
+            run_id: run.id,
+            attempt: run.attempt,
+            key: format!(
+                "chat:{}:{sha}",
+                approval.source_message_id.unwrap_or_default()
+            ),
+            // Only its hash is read: the row says `chat`.
+            via: RequestVia::Line,
+            escalate: false,
+            action: "merge_pr".into(),
+            body: body.to_string(),
+        };
+        let hash = new.params_hash();
+        let now = super::now();
+        let reason = format!("approved by {} (`!merge`)", approval.actor);
+        let id: Option<i64> = on_tx!(self, conn => {
+            sqlx::query_scalar(
+                "INSERT INTO worker_requests (run_id, attempt, request_key, via, kind, action, body, \
+                 params_hash, created_at, bound_sha, status, decided_at, decided_by, \
+                 decision_reason, delivered_at) \
+                 VALUES ($1, $2, $3, 'chat', 'request', $4, $5, $6, $7, $8, 'approved', $7, $9, $10, $7) \
+                 ON CONFLICT (run_id, attempt, request_key) DO NOTHING RETURNING id",
+            )
+            .bind(new.run_id)
+            .bind(new.attempt)
+            .bind(&new.key)
+            .bind(&new.action)
+            .bind(&new.body)
+            .bind(&hash)
+            .bind(now)
+            .bind(sha)
+            .bind(approval.actor)
+            .bind(&reason)
+            .fetch_optional(conn)
+            .await
+        })
+        .op("recording a merge by command")?;
+        let Some(id) = id else {
+            return Ok(None);
+        };
+        self.audit_log()
+            .audit(&NewAuditEntry {
+                actor: approval.actor.to_string(),
+                action: "request.decided".into(),
+                subject: format!("request:{id}"),
+                decision: Some("approve".into()),
+                reason: Some(format!(
+                    "`!merge` of run {} at {}",
+                    run.id,
+                    super::short_sha(sha)
+                )),
+                params_hash: Some(hash),
+                source_message_id: approval.source_message_id,
+                ..NewAuditEntry::default()
+            })
+            .await?;
+        self.notify().await?;
+        let request = self
+            .request(id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("request {id} vanished")))?;
+        self.count_decision(&request, RequestStatus::Approved, "human");
         Ok(Some(request))
     }
 

@@ -295,6 +295,10 @@ pub struct Run {
     pub pr_draft: Option<bool>,
     /// Attempts that ended waiting for decisions (held past `max_waits`).
     pub waits: i64,
+    /// The head of its PR Eagle last named to the owner when it offered the
+    /// merge: what `!merge` merges, never a head the owner was not shown.
+    #[sqlx(default)]
+    pub merge_offered_sha: Option<String>,
 }
 
 /// What a worker must do about a run's PR.
@@ -373,7 +377,7 @@ pub(super) const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, star
     token_sha256, cost_usd, session_cost_usd, cost_cap_usd, turns, slot, pr_repo, head_sha, \
     pr_work, pr_status, pr_checked_at, review_green_sha, pr_comments_seen_at, pr_poll, \
     head_seen_at, ci_triggered_sha, pr_closed_at, pr_work_done_sha, pr_work_done_at, pr_rounds, waits, \
-    pr_title, pr_head_ref, pr_base_ref, pr_ci, pr_draft, pr_head_repo";
+    pr_title, pr_head_ref, pr_base_ref, pr_ci, pr_draft, pr_head_repo, merge_offered_sha";
 
 /// The start of an `ORDER BY` over `executor_queue`: priority 1 (urgent)
 /// first, tasks without one last; the caller adds the age.

@@ -125,6 +125,20 @@ impl Carrier {
             }
         };
         if pull.head_sha != sha {
+            // The owner's `!merge` named a head they were shown: they are
+            // shown the new one, which their next `!merge` merges.
+            if request.by_command() {
+                return Outcome::Moved(
+                    format!(
+                        "Eagle did not merge PR #{number}: its head moved from {} to {} since                          Eagle named it to you; `!merge {}` merges it at {}",
+                        short_sha(&sha),
+                        short_sha(&pull.head_sha),
+                        run.id,
+                        short_sha(&pull.head_sha)
+                    ),
+                    pull.head_sha.clone(),
+                );
+            }
             return Outcome::Refused(format!(
                 "Eagle did not merge PR #{number}: its head moved from {} to {} since the request",
                 short_sha(&sha),

@@ -149,12 +149,17 @@ fn draft_note(run: &Run, keep_drafts: bool) -> String {
 
 /// A merge, as the PR loop last saw the PR.
 fn merge(request: &Request, run: &Run) -> String {
+    describe_merge(run, request.bound_sha.as_deref())
+}
+
+/// The merge of the run's PR at `sha` (the head a request or `!merge` is
+/// bound to), in Eagle's words, as the PR loop last saw the PR: its title,
+/// where its head comes from, CI there.
+pub fn describe_merge(run: &Run, sha: Option<&str>) -> String {
     let Some(number) = run.pr_number else {
         return "Eagle knows of no PR of this run: there is nothing it could merge.".into();
     };
-    let head = request
-        .bound_sha
-        .as_deref()
+    let head = sha
         .map(|sha| format!("at head `{}`", short_sha(sha)))
         .unwrap_or_else(|| "at no known head (the PR loop had not seen it: not merged)".into());
     let Some(title) = &run.pr_title else {
