@@ -11,6 +11,7 @@
 
 mod comments;
 mod listings;
+mod owner;
 mod retries;
 mod token;
 

@@ -217,7 +217,6 @@ impl Context {
             self.store.clone(),
             Arc::clone(asana),
             settings.clone(),
-            side.profile.owner.as_ref().map(ToString::to_string),
         )))
     }
 

@@ -6,16 +6,21 @@
 //! run already started: a person decides then). New tasks wake the
 //! analyzer through the database.
 //!
-//! Who a task is assigned to is what the default filter reads: a task
-//! assigned to the token's own user (the owner's personal access token, the
-//! one whose My Tasks are read) is recorded as assigned to the profile's
-//! `owner`, so that "unassigned or assigned to the owner" holds; anyone
-//! else is recorded by name.
+//! Who a task is assigned to is recorded as Asana says, by name and gid:
+//! `Bob <asana:1201>`. The token's own user (the owner's personal access
+//! token, the one whose My Tasks are read) is the owner Eagle knows, matched
+//! by gid and recorded as `Alex <asana:me>` (`me` is Asana's own name for
+//! that user); the default filter's owner is `asana:me` unless the profile
+//! names another. Nothing about the process that imports (the shell's
+//! person, the profile's owner) goes into it, so an import with nothing
+//! changed in Asana writes nothing.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use crate::integrations::asana::{Asana, AsanaTask, Completion, MyTasksSection, Place, Source};
+use crate::integrations::asana::{
+    Asana, AsanaTask, Completion, MyTasksSection, Place, Source, User,
+};
 use crate::profile::AsanaSettings;
 use crate::runtime::background::{BackgroundLoop, LeaseSpec, Next, Tick, Wake};
 use crate::store::{ExternalTask, Store, StoreError, Upserted};
@@ -74,8 +79,6 @@ pub struct Intake {
     store: Store,
     asana: std::sync::Arc<Asana>,
     settings: AsanaSettings,
-    /// How the profile names its owner (the default filter compares it).
-    owner: Option<String>,
     /// When the next import is due.
     due: tokio::time::Instant,
 }
@@ -119,19 +122,12 @@ impl BackgroundLoop for Intake {
 }
 
 impl Intake {
-    /// The importer of `settings` through `asana`; `owner` is how the
-    /// profile names its owner.
-    pub fn new(
-        store: Store,
-        asana: std::sync::Arc<Asana>,
-        settings: AsanaSettings,
-        owner: Option<String>,
-    ) -> Intake {
+    /// The importer of `settings` through `asana`.
+    pub fn new(store: Store, asana: std::sync::Arc<Asana>, settings: AsanaSettings) -> Intake {
         Intake {
             store,
             asana,
             settings,
-            owner,
             due: tokio::time::Instant::now(),
         }
     }
@@ -152,7 +148,7 @@ impl Intake {
             for task in found {
                 // The first place a task is found in names it (config order).
                 if seen.insert(task.gid.clone()) {
-                    tasks.push(self.external(task, &me.gid));
+                    tasks.push(external(task, &me.gid));
                 }
             }
         };
@@ -226,26 +222,57 @@ impl Intake {
         }
         Ok(summary)
     }
+}
 
-    /// An Asana task as the inbox stores it.
-    fn external(&self, task: AsanaTask, me: &str) -> ExternalTask {
-        let assignee = task.assignee.as_ref().map(|user| match &self.owner {
-            Some(owner) if user.gid == me => owner.clone(),
-            _ => user.name.clone(),
-        });
-        ExternalTask {
-            task_gid: task.inbox_key(),
-            source: task.source,
-            title: task.name,
-            description: task.notes,
-            notes: String::new(),
-            links: task.links,
-            tags: task.tags,
-            platform: task.platform,
-            assignee,
-            closed: task.completed,
-            external_url: task.permalink_url,
-            modified_at: task.modified_at,
+/// Who a task is assigned to, as the inbox records it: the name Asana gives
+/// and the gid, `me` for the token's user (`me`: that user's gid).
+fn assignee(user: &User, me: &str) -> String {
+    let gid = if user.gid == me { "me" } else { &user.gid };
+    let name = user.name.trim();
+    if name.is_empty() {
+        format!("<asana:{gid}>")
+    } else {
+        format!("{name} <asana:{gid}>")
+    }
+}
+
+/// An Asana task as the inbox stores it; `me` is the token's user's gid.
+fn external(task: AsanaTask, me: &str) -> ExternalTask {
+    let assignee = task.assignee.as_ref().map(|user| assignee(user, me));
+    ExternalTask {
+        task_gid: task.inbox_key(),
+        source: task.source,
+        title: task.name,
+        description: task.notes,
+        notes: String::new(),
+        links: task.links,
+        tags: task.tags,
+        platform: task.platform,
+        assignee,
+        closed: task.completed,
+        external_url: task.permalink_url,
+        modified_at: task.modified_at,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_assignee_is_recorded_by_name_and_gid_and_the_token_user_as_me() {
+        let user = |gid: &str, name: &str| User {
+            gid: gid.into(),
+            name: name.into(),
+        };
+        let cases = [
+            (user("1201", "Alex Owner"), "1201", "Alex Owner <asana:me>"),
+            (user("1202", "Bob"), "1201", "Bob <asana:1202>"),
+            (user("1202", " Bob "), "1201", "Bob <asana:1202>"),
+            (user("1202", ""), "1201", "<asana:1202>"),
+        ];
+        for (user, me, want) in cases {
+            assert_eq!(assignee(&user, me), want, "{user:?}");
         }
     }
 }

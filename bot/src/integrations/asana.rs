@@ -9,8 +9,9 @@
 //!   backoff, every list read page by page (`limit=100`, `next_page`).
 //! * [`import`]: what to import, as [`AsanaTask`]s from a [`Source`]: a
 //!   project, a section, My Tasks sections, followed tasks (premium only).
-//! * [`comments`]: [`Asana::post_comment_once`], with a marker looked for
-//!   before every POST.
+//! * [`comments`]: [`Asana::post_comment_once`], the approved text exactly,
+//!   with a look for it (by the token's user, since the approval) before
+//!   every POST.
 //! * [`links`] and [`platform`]: the pure parts of making a task
 //!   ([`extract_links`], [`PlatformRule::platform`]).
 //!

@@ -265,13 +265,13 @@ pub fn validate(
     };
 
     let mut policy = policy;
-    // The default filter's owner is the profile's owner unless its
-    // configuration names one.
-    if let Some(owner) = &owner {
-        for spec in &mut policy.plugins {
-            if spec.source == PluginSource::Builtin("default-filter".into()) {
-                spec.config_json = with_default_owner(&spec.config_json, &owner.to_string());
-            }
+    // The default filter's owner is the owner Eagle knows, the Asana
+    // token's user (by gid: `asana:me`, as the intake records that user),
+    // unless its configuration names one. Never the chat owner: a chat
+    // address is not who a task is assigned to.
+    for spec in &mut policy.plugins {
+        if spec.source == PluginSource::Builtin("default-filter".into()) {
+            spec.config_json = with_default_owner(&spec.config_json, DEFAULT_FILTER_OWNER);
         }
     }
 
@@ -653,14 +653,23 @@ fn validate_channels(
     Ok(out)
 }
 
-/// `config_json` with `owner` set to `owner` if it has none (or an empty one).
+/// The default filter's owner when the profile names none: the Asana
+/// token's user, as the intake records it (`Alex <asana:me>`).
+const DEFAULT_FILTER_OWNER: &str = "asana:me";
+
+/// `config_json` with `owner` set to `owner` if it has none (or an empty
+/// one: a blank string or an empty list).
 fn with_default_owner(config_json: &str, owner: &str) -> String {
     match serde_json::from_str::<serde_json::Value>(config_json) {
         Ok(serde_json::Value::Object(mut map)) => {
-            let unset = map
-                .get("owner")
-                .and_then(serde_json::Value::as_str)
-                .is_none_or(|o| o.trim().is_empty());
+            let unset = match map.get("owner") {
+                None | Some(serde_json::Value::Null) => true,
+                Some(serde_json::Value::String(o)) => o.trim().is_empty(),
+                Some(serde_json::Value::Array(list)) => list
+                    .iter()
+                    .all(|o| o.as_str().is_none_or(|o| o.trim().is_empty())),
+                Some(_) => false,
+            };
             if unset {
                 map.insert("owner".into(), serde_json::Value::String(owner.to_string()));
             }

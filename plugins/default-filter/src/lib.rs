@@ -16,6 +16,13 @@
 //! * it is closed, or assigned to someone other than the `owner`.
 //!
 //! Otherwise it votes keep. Configuration keys are all optional.
+//!
+//! `owner` is a string or a list of strings. An assignee written with an
+//! address, `Name <address>` (Eagle records an Asana assignee as
+//! `Bob <asana:1202>`, and the token's own user as `Alex <asana:me>`), is
+//! the owner only when its address is one of them, never by its name; any
+//! other assignee when it is one of them. Eagle sets `owner = "asana:me"`
+//! (the Asana token's user, by gid) when the profile names none.
 
 use eagle_policy_sdk::{Config, FilterVerdict, Metadata, Policy, Task, TaskState, export_policy};
 
@@ -56,7 +63,7 @@ impl Policy for DefaultFilter {
 
 struct Settings {
     platform: String,
-    owner: Option<String>,
+    owner: Vec<String>,
     sources: Vec<String>,
     skip_sources: Vec<String>,
     template_markers: Vec<String>,
@@ -80,10 +87,11 @@ impl From<&Config> for Settings {
                 .unwrap_or(DEFAULT_PLATFORM)
                 .to_string(),
             owner: config
-                .str("owner")
-                .map(str::trim)
-                .filter(|o| !o.is_empty())
-                .map(str::to_string),
+                .strings("owner")
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|o| !o.trim().is_empty())
+                .collect(),
             sources: config
                 .strings("sources")
                 .unwrap_or_else(|| owned(DEFAULT_SOURCES)),
@@ -129,12 +137,10 @@ impl Settings {
             return Some("the task is closed".into());
         }
         if let Some(assignee) = task.assignee.as_deref().filter(|a| !a.trim().is_empty()) {
-            let mine = self
-                .owner
-                .as_deref()
-                .is_some_and(|owner| same(owner, assignee));
-            if !mine {
-                return Some(format!("assigned to {assignee}, not to the owner"));
+            let (name, address) = split_assignee(assignee);
+            let id = address.unwrap_or(assignee);
+            if !self.owner.iter().any(|owner| same(owner, id)) {
+                return Some(format!("assigned to {name}, not to the owner"));
             }
         }
         None
@@ -194,4 +200,20 @@ impl Settings {
     }
 }
 
+/// `Name <address>` as its name and address; anything else is its own
+/// name, with no address.
+fn split_assignee(assignee: &str) -> (&str, Option<&str>) {
+    let trimmed = assignee.trim();
+    let split = trimmed
+        .strip_suffix('>')
+        .and_then(|rest| rest.rsplit_once('<'))
+        .filter(|(_, address)| !address.trim().is_empty());
+    match split {
+        Some((name, address)) if name.trim().is_empty() => (address.trim(), Some(address.trim())),
+        Some((name, address)) => (name.trim(), Some(address.trim())),
+        None => (trimmed, None),
+    }
+}
+
 export_policy!(DefaultFilter);
+

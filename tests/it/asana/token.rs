@@ -82,7 +82,7 @@ async fn the_token_never_appears_in_errors_debug_or_logs() {
     );
     record(
         w.asana
-            .find_comment(&task, "[m]")
+            .find_comment(&task, "m", chrono::Utc::now())
             .await
             .err()
             .unwrap_or_else(|| panic!("no error")),

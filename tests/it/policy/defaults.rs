@@ -309,6 +309,34 @@ async fn default_filter_implements_each_filter_and_source() {
         },
     )
     .await;
+    // An assignee with an address is the owner by its address only, never
+    // by its name.
+    for assignee in ["alex@example.com <asana:1201>", "Alex <asana:me>"] {
+        check(
+            Some("not to the owner"),
+            PolicyTask {
+                assignee: Some(assignee.into()),
+                ..task()
+            },
+        )
+        .await;
+    }
+    let by_gid = host_with("default-filter", r#"{"owner": "asana:me"}"#).await;
+    let listed = host_with("default-filter", r#"{"owner": ["asana:me", "asana:1202"]}"#).await;
+    let assigned = |who: &str| PolicyTask {
+        assignee: Some(who.into()),
+        ..task()
+    };
+    assert!(by_gid.filter(&assigned("Alex Owner <asana:me>")).await.keep);
+    let bobs = by_gid.filter(&assigned("Bob <asana:1202>")).await;
+    assert!(!bobs.keep);
+    assert!(
+        bobs.reason().contains("assigned to Bob, not to the owner"),
+        "{}",
+        bobs.reason()
+    );
+    assert!(listed.filter(&assigned("Bob <asana:1202>")).await.keep);
+    assert!(!listed.filter(&assigned("Carol <asana:1203>")).await.keep);
 
     // Platform, sources and patterns come from the configuration.
     let ios = host_with(

@@ -1,6 +1,8 @@
-//! `post_asana_comment`: the approved words on the run's Asana task, with a
-//! marker looked for before every POST (also across a crash between the
-//! POST and recording it).
+//! `post_asana_comment`: exactly the approved words on the run's Asana task,
+//! nothing added. Before every POST Eagle looks for a comment by the token's
+//! user with those words made since the approval, so a retry, also across a
+//! crash between the POST and recording it, posts nothing twice
+//! ([`crate::integrations::asana::comments`] says why no marker).
 
 use super::{Carrier, Outcome};
 use crate::ground::text::one_line;
@@ -34,8 +36,9 @@ impl Carrier {
                 "Eagle did not post the Asana comment: the request holds no text".into(),
             );
         }
-        let marker = format!("[eagle:run-{}-req-{}]", run.id, request.id);
-        match asana.post_comment_once(task_gid, &marker, text).await {
+        // What the look for an earlier POST counts from: the approval.
+        let since = request.decided_at.unwrap_or(request.created_at);
+        match asana.post_comment_once(task_gid, text, since).await {
             Ok(CommentOutcome::Posted { story_gid }) => Outcome::Done(format!(
                 "Eagle posted the approved comment on the Asana task (story {story_gid})"
             )),

@@ -1,25 +1,39 @@
-//! Posting an approved comment exactly once. Asana has no idempotency key
-//! (NOTES §5), so a retried POST can make a second comment: the comment
-//! carries a marker, and before every POST (the first, and each after a
-//! timeout, a 5xx or a lost answer) every page of the task's stories is read
-//! and the POST skipped if a comment by the token's user already holds the
-//! marker. This survives a crash too: the caller runs it again with the
-//! same marker.
+//! Posting an approved comment exactly once, as approved: the text and
+//! nothing else. Asana has no idempotency key (NOTES §5), so a retried POST
+//! can make a second comment. Instead of a marker in the text (readers would
+//! see it), the comment is known by who wrote it, what it says and when:
+//! before every POST (the first, and each after a timeout, a 5xx or a lost
+//! answer) every page of the task's stories is read, and the POST is skipped
+//! if a comment by the token's user with exactly this text (ends trimmed)
+//! was created since the caller's `since` (the approval), less
+//! [`CLOCK_SKEW`]. This survives a crash too: the caller runs it again with
+//! the same text and `since`, and the crash between the POST and recording
+//! it is covered by the same look.
 //!
-//! Limits: a person who edits Eagle's comment and removes the marker makes
-//! it look absent (NOTES: a missing marker means "unknown"); and a POST that
-//! timed out may still land after the re-check, which the backoff before
-//! re-checking makes unlikely, not impossible.
+//! Why not an invisible marker in `html_text`: Asana documents which tags it
+//! returns, not which it keeps, so an element meant to be invisible may be
+//! dropped, or shown (NOTES §5, AD `rich-text`); the approved text is what
+//! was promised, so the text itself is the mark.
+//!
+//! Limits: the same words by the token's user (the owner, whose token it
+//! is) in that window count as Eagle's comment, which is then not posted
+//! again (the words are there); a person who edits the comment makes it
+//! look absent; and a POST that timed out may still land after the
+//! re-check, which the backoff before re-checking makes unlikely, not
+//! impossible.
 
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use super::client::{Asana, Call};
 use super::error::Error;
 use super::types::{Envelope, RawStory, STORY_FIELDS};
 
-/// The longest marker accepted; markers are short tags like
-/// `[eagle:run-12-req-7]`.
-const MAX_MARKER_CHARS: usize = 200;
+/// How far Asana's clock may be behind Eagle's: a comment created this long
+/// before `since` still counts.
+pub const CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
 
 /// What [`Asana::post_comment_once`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +43,7 @@ pub enum CommentOutcome {
         /// The story's gid.
         story_gid: String,
     },
-    /// A comment by the token's user with the marker was already there (an
+    /// A comment by the token's user with this text was already there (an
     /// earlier call, one before a crash, or this call's own POST whose
     /// answer was lost); nothing more was posted.
     Found {
@@ -38,63 +52,45 @@ pub enum CommentOutcome {
     },
 }
 
-/// Why a marker cannot be searched for reliably, if it cannot.
-fn check_marker(marker: &str) -> Result<(), Error> {
-    let reason = if marker.trim().is_empty() {
-        "it is empty"
-    } else if marker.chars().any(char::is_control) {
-        "it holds a line break or control character"
-    } else if marker.chars().count() > MAX_MARKER_CHARS {
-        "it is longer than 200 characters"
-    } else {
-        return Ok(());
-    };
-    Err(Error::InvalidMarker {
-        marker: marker.to_owned(),
-        reason,
-    })
-}
-
-/// The comment's text: `text` if it holds the marker, else the marker, a
-/// space and `text`.
-fn with_marker(marker: &str, text: &str) -> String {
-    if text.contains(marker) {
-        text.to_owned()
-    } else {
-        format!("{marker} {text}")
-    }
-}
-
-/// The first comment by `author` whose text holds `marker`.
-fn find_marked<'s>(stories: &'s [RawStory], author: &str, marker: &str) -> Option<&'s RawStory> {
+/// The first comment by `author` that says `text` (ends trimmed), created
+/// at or after `after`. A story without `created_at` counts: posting twice
+/// is the worse mistake.
+fn find_posted<'s>(
+    stories: &'s [RawStory],
+    author: &str,
+    text: &str,
+    after: DateTime<Utc>,
+) -> Option<&'s RawStory> {
     stories.iter().find(|s| {
         s.resource_subtype == "comment_added"
             && s.created_by.as_ref().is_some_and(|by| by.gid == author)
-            && s.text.contains(marker)
+            && s.text.trim() == text.trim()
+            && s.created_at.is_none_or(|at| at >= after)
     })
 }
 
 impl Asana {
-    /// Posts `text` as a comment on a task unless a comment by the token's
-    /// user holding `marker` is already there. The marker is put in front
-    /// of the text unless the text holds it already. Returns whether the
-    /// comment was posted now or found.
+    /// Posts `text`, exactly, as a comment on a task unless a comment by the
+    /// token's user saying it was created since `since` (less
+    /// [`CLOCK_SKEW`]). Returns whether the comment was posted now or found.
     ///
     /// A POST that fails without a clear answer (a timeout, a 5xx, a lost
     /// connection) is followed by a wait and a fresh look at the stories,
-    /// and is repeated only if the marker is still absent, at most
+    /// and is repeated only if the comment is still absent, at most
     /// `retry.attempts` times in all. Any other error is returned at once.
     pub async fn post_comment_once(
         &self,
         task_gid: &str,
-        marker: &str,
         text: &str,
+        since: DateTime<Utc>,
     ) -> Result<CommentOutcome, Error> {
-        check_marker(marker)?;
-        let body = json!({"data": {"text": with_marker(marker, text)}});
+        if text.trim().is_empty() {
+            return Err(Error::EmptyComment);
+        }
+        let body = json!({"data": {"text": text}});
         let mut failures = 0;
         loop {
-            if let Some(story_gid) = self.find_comment(task_gid, marker).await? {
+            if let Some(story_gid) = self.find_comment(task_gid, text, since).await? {
                 return Ok(CommentOutcome::Found { story_gid });
             }
             let call = Call {
@@ -105,7 +101,7 @@ impl Asana {
             };
             let error = match self.send::<Envelope<RawStory>>(&call, false).await {
                 Ok(story) => {
-                    tracing::info!(task = task_gid, marker, story = %story.data.gid, "asana comment posted");
+                    tracing::info!(task = task_gid, story = %story.data.gid, "asana comment posted");
                     return Ok(CommentOutcome::Posted {
                         story_gid: story.data.gid,
                     });
@@ -116,7 +112,7 @@ impl Asana {
             failures += 1;
             if failures >= self.config.retry.attempts.max(1) {
                 // One last look: the POST may have landed after all.
-                return match self.find_comment(task_gid, marker).await? {
+                return match self.find_comment(task_gid, text, since).await? {
                     Some(story_gid) => Ok(CommentOutcome::Found { story_gid }),
                     None => Err(error),
                 };
@@ -124,7 +120,6 @@ impl Asana {
             let wait = self.config.retry.backoff(failures);
             tracing::warn!(
                 task = task_gid,
-                marker,
                 %error,
                 wait_ms = wait.as_millis() as u64,
                 "asana comment may or may not have been posted; looking again"
@@ -133,18 +128,20 @@ impl Asana {
         }
     }
 
-    /// The gid of a comment by the token's user on the task that holds
-    /// `marker`, reading every page of its stories.
+    /// The gid of a comment by the token's user on the task that says
+    /// `text`, created since `since` less [`CLOCK_SKEW`], reading every page
+    /// of its stories.
     pub async fn find_comment(
         &self,
         task_gid: &str,
-        marker: &str,
+        text: &str,
+        since: DateTime<Utc>,
     ) -> Result<Option<String>, Error> {
-        check_marker(marker)?;
         let me = self.me().await?;
         let call = Call::get(vec!["tasks", task_gid, "stories"]).query("opt_fields", STORY_FIELDS);
         let stories: Vec<RawStory> = self.get_all(&call).await?;
-        Ok(find_marked(&stories, &me.gid, marker).map(|s| s.gid.clone()))
+        let after = since - CLOCK_SKEW;
+        Ok(find_posted(&stories, &me.gid, text, after).map(|s| s.gid.clone()))
     }
 }
 
@@ -153,7 +150,13 @@ mod tests {
     use super::*;
     use crate::integrations::asana::types::Ref;
 
-    fn story(subtype: &str, author: Option<&str>, text: &str) -> RawStory {
+    fn at(minute: u32) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(&format!("2026-06-11T10:{minute:02}:00Z"))
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_default()
+    }
+
+    fn story(subtype: &str, author: Option<&str>, text: &str, minute: Option<u32>) -> RawStory {
         RawStory {
             gid: format!("{subtype}-{author:?}-{text}"),
             resource_subtype: subtype.into(),
@@ -162,80 +165,48 @@ mod tests {
                 name: String::new(),
             }),
             text: text.into(),
+            created_at: minute.map(at),
         }
     }
 
     #[test]
-    fn only_own_comments_with_the_marker_count() {
-        let m = "[eagle:run-12-req-7]";
+    fn only_own_comments_with_exactly_the_text_since_then_count() {
+        let text = "PR ready";
+        let c = |author, text, minute| story("comment_added", author, text, minute);
         let cases: Vec<(Vec<RawStory>, bool)> = vec![
             (vec![], false),
+            (vec![c(Some("me"), "PR ready", Some(30))], true),
+            // Asana may trim the ends.
+            (vec![c(Some("me"), "PR ready\n", Some(30))], true),
+            // Exactly at the bound counts; before it does not.
+            (vec![c(Some("me"), "PR ready", Some(20))], true),
+            (vec![c(Some("me"), "PR ready", Some(19))], false),
+            // No created_at: counted, not posted twice.
+            (vec![c(Some("me"), "PR ready", None)], true),
+            // Someone else saying it does not count.
+            (vec![c(Some("alex"), "PR ready", Some(30))], false),
+            // A system story does not count.
             (
-                vec![story(
-                    "comment_added",
-                    Some("me"),
-                    "[eagle:run-12-req-7] done",
-                )],
-                true,
-            ),
-            // Someone else quoting the marker does not count.
-            (
-                vec![story(
-                    "comment_added",
-                    Some("alex"),
-                    "re [eagle:run-12-req-7]",
-                )],
+                vec![story("name_changed", Some("me"), "PR ready", Some(30))],
                 false,
             ),
-            // A system story mentioning it does not count.
-            (
-                vec![story("name_changed", Some("me"), "[eagle:run-12-req-7]")],
-                false,
-            ),
-            (
-                vec![story("comment_added", None, "[eagle:run-12-req-7]")],
-                false,
-            ),
-            // Another marker, even a longer one sharing a prefix, does not.
-            (
-                vec![story(
-                    "comment_added",
-                    Some("me"),
-                    "[eagle:run-12-req-70] x",
-                )],
-                false,
-            ),
+            (vec![c(None, "PR ready", Some(30))], false),
+            // Other words, even sharing a prefix, do not.
+            (vec![c(Some("me"), "PR ready for review", Some(30))], false),
             (
                 vec![
-                    story("comment_added", Some("alex"), "hello"),
-                    story(
-                        "comment_added",
-                        Some("me"),
-                        "text then [eagle:run-12-req-7]",
-                    ),
+                    c(Some("alex"), "hello", Some(31)),
+                    c(Some("me"), "PR ready", Some(32)),
                 ],
                 true,
             ),
         ];
         for (stories, found) in cases {
             assert_eq!(
-                find_marked(&stories, "me", m).is_some(),
+                find_posted(&stories, "me", text, at(20)).is_some(),
                 found,
                 "{stories:?}"
             );
         }
-    }
-
-    #[test]
-    fn markers_and_text() {
-        assert!(check_marker("[eagle:1]").is_ok());
-        for bad in ["", "  ", "a\nb", &"x".repeat(201)] {
-            assert!(
-                matches!(check_marker(bad), Err(Error::InvalidMarker { .. })),
-                "{bad:?}"
-            );
-        }
-        assert_eq!(with_marker("[m]", "hello"), "[m] hello");
-        assert_eq!(with_marker("[m]", "done [m]"), "done [m]");
     }
 }

@@ -96,14 +96,9 @@ pub enum Error {
         /// What failed.
         reason: String,
     },
-    /// `post_comment_once` was given a marker it cannot search for.
-    #[error("invalid comment marker {marker:?}: {reason}")]
-    InvalidMarker {
-        /// The marker as given.
-        marker: String,
-        /// Why it is refused.
-        reason: &'static str,
-    },
+    /// `post_comment_once` was given a comment with no text.
+    #[error("the comment has no text")]
+    EmptyComment,
 }
 
 impl Error {

@@ -17,9 +17,9 @@ pub(crate) const TASK_FIELDS: &str = "name,notes,completed,completed_at,assignee
 assignee_section.name,memberships.project.name,memberships.section.name,tags.name,\
 custom_fields.name,custom_fields.display_value,permalink_url,created_at,modified_at,followers,parent";
 
-/// `opt_fields` of a story read: enough to find a comment's marker and its
-/// author.
-pub(crate) const STORY_FIELDS: &str = "resource_subtype,created_by,text";
+/// `opt_fields` of a story read: enough to know a comment Eagle posted by
+/// its author, its text and when it was made.
+pub(crate) const STORY_FIELDS: &str = "resource_subtype,created_by,created_at,text";
 
 /// A single record: `{"data": {…}}`.
 #[derive(Debug, Deserialize)]
@@ -125,6 +125,8 @@ pub(crate) struct RawStory {
     pub created_by: Option<Ref>,
     #[serde(default, deserialize_with = "null_default")]
     pub text: String,
+    #[serde(default)]
+    pub created_at: Option<DateTime<Utc>>,
 }
 
 /// A user task list (My Tasks): only its gid is used.
