@@ -216,4 +216,3 @@ fn split_assignee(assignee: &str) -> (&str, Option<&str>) {
 }
 
 export_policy!(DefaultFilter);
-
