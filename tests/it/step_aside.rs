@@ -4,9 +4,10 @@
 //! decides, Eagle edits its earlier escalation to say it no longer applies
 //! and to name the new one; only the new one @-mentions the owner; an
 //! `!approve` of the stale request names the current one and approves
-//! nothing.
+//! nothing. On both backends, an edit of a post known by its outbox entry
+//! waits for that post and is sent to the message the server gave it.
 
-use eagle::store::{Request, RequestStatus, Store};
+use eagle::store::{Destination, NewOutboxItem, OutboxKind, Request, RequestStatus, Store};
 
 use crate::executor::wait_for;
 use crate::prloop::{hub, start, wait_run_post};
@@ -118,4 +119,80 @@ async fn a_request_asked_again_edits_the_first_escalation_and_a_stale_approve_na
         assert_eq!(code, Some(0), "{log}");
     }
     realm.fake.assert_clean();
+}
+
+/// An edit of a post not yet delivered waits behind it, then targets the
+/// server's id of that post, from the post's identity.
+async fn an_edit_of_an_outbox_entry_waits_for_it_and_targets_its_message(db: Db) {
+    let db = TestDb::new(db).await;
+    let store = db.open().await;
+    let mut tx = store.begin_write().await.unwrap();
+    let post = tx
+        .outbox()
+        .enqueue(&NewOutboxItem {
+            identity: "eagle".into(),
+            kind: OutboxKind::Message {
+                to: Destination::Channel {
+                    channel: "executor".into(),
+                    topic: "run 1".into(),
+                },
+                content: "[ESCALATED: merge_pr] run:1 req:1".into(),
+            },
+            in_reply_to: None,
+        })
+        .await
+        .unwrap();
+    let edit = tx
+        .outbox()
+        .enqueue_edit_of(post, "no longer applies")
+        .await
+        .unwrap()
+        .expect("the post exists");
+    assert_eq!(
+        tx.outbox().enqueue_edit_of(post + 100, "x").await.unwrap(),
+        None
+    );
+    tx.commit().await.unwrap();
+
+    // Only the post is due: the edit waits for its message id.
+    let due = store.outbox().due_outbox("eagle", 10).await.unwrap();
+    assert_eq!(
+        due.iter().map(|i| i.id).collect::<Vec<_>>(),
+        [post],
+        "{due:#?}"
+    );
+    assert!(
+        store
+            .outbox()
+            .due_outbox("executor", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    store
+        .outbox()
+        .outbox_delivered(post, Some(4242))
+        .await
+        .unwrap();
+    let due = store.outbox().due_outbox("eagle", 10).await.unwrap();
+    assert_eq!(due.len(), 1, "{due:#?}");
+    assert_eq!(due[0].id, edit);
+    assert_eq!(
+        due[0].kind,
+        OutboxKind::Edit {
+            message_id: 4242,
+            content: "no longer applies".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn an_edit_of_an_outbox_entry_waits_for_it_on_sqlite() {
+    an_edit_of_an_outbox_entry_waits_for_it_and_targets_its_message(Db::Sqlite).await;
+}
+
+#[tokio::test]
+async fn an_edit_of_an_outbox_entry_waits_for_it_on_postgres() {
+    an_edit_of_an_outbox_entry_waits_for_it_and_targets_its_message(Db::Postgres).await;
 }
