@@ -4,15 +4,19 @@
 //! decides, Eagle edits its earlier escalation to say it no longer applies
 //! and to name the new one; only the new one @-mentions the owner; an
 //! `!approve` of the stale request names the current one and approves
-//! nothing. On both backends, an edit of a post known by its outbox entry
+//! nothing; a push that moves the head edits a merge escalation of the
+//! old head. On both backends, an edit of a post known by its outbox entry
 //! waits for that post and is sent to the message the server gave it.
 
 use eagle::store::{Destination, NewOutboxItem, OutboxKind, Request, RequestStatus, Store};
+use fake_apis::PrSpec;
 
 use crate::executor::wait_for;
-use crate::prloop::{hub, start, wait_run_post};
+use crate::prloop::{REPO, SHA1, hub, start, wait_run_post};
 use crate::support::{Db, TestDb};
 use crate::zulip::{Realm, WAIT};
+
+const SHA2: &str = "2222222222222222222222222222222222222222";
 
 async fn requests(store: &Store, run: i64) -> Vec<Request> {
     store.requests().requests_of_run(run).await.unwrap()
@@ -195,4 +199,67 @@ async fn an_edit_of_an_outbox_entry_waits_for_it_on_sqlite() {
 #[tokio::test]
 async fn an_edit_of_an_outbox_entry_waits_for_it_on_postgres() {
     an_edit_of_an_outbox_entry_waits_for_it_and_targets_its_message(Db::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_after_a_merge_escalation_edits_it_to_say_the_head_moved() {
+    let db = TestDb::new(Db::Sqlite).await;
+    let realm = Realm::start().await;
+    let hub = hub().await;
+    let mut spec = PrSpec::new("executor-bot", "eagle/run-1", SHA1);
+    spec.draft = false;
+    let number = hub.fake.open_pr(REPO, spec);
+    hub.check(SHA1, "completed", Some("success"));
+    hub.fake
+        .add_review(REPO, number, Some("alex"), "APPROVED", "");
+    let (_home, eagle, executor) = start(&realm, &hub, &db, &[]).await;
+    let store = db.open().await;
+
+    realm.fake.post(
+        realm.alex,
+        "general",
+        "tabs",
+        &format!("!queue Ship it mode:prmerge pr:{number}"),
+    );
+    realm
+        .wait_replies("general", "tabs", |r| !r.is_empty())
+        .await;
+    realm.fake.post(realm.alex, "general", "tabs", "!go 1");
+    wait_run_post(&realm, realm.eagle, "[ESCALATED: merge_pr] run:1 req:").await;
+    let asked = realm
+        .fake
+        .messages_in("executor", "run 1")
+        .into_iter()
+        .find(|m| m.sender_id == realm.eagle && m.content.contains("[ESCALATED: merge_pr]"))
+        .expect("the escalation was posted");
+    assert!(asked.content.contains("`!merge 1`"), "{}", asked.content);
+
+    // A push: the PR loop expires the request, and the escalation says so.
+    hub.fake.push(REPO, number, SHA2);
+    let edited = realm
+        .fake
+        .wait_until(WAIT, |f| {
+            f.messages().iter().any(|m| {
+                m.id == asked.id
+                    && m.content.contains("no longer applies")
+                    && m.content.contains("head moved to 2222222")
+            })
+        })
+        .await;
+    let now = realm
+        .fake
+        .messages()
+        .into_iter()
+        .find(|m| m.id == asked.id)
+        .unwrap();
+    assert!(edited, "{}", now.content);
+    assert!(!now.mentioned_user_ids.contains(&realm.alex), "{now:?}");
+    let merges = requests(&store, 1).await;
+    assert_eq!(merges[0].status, RequestStatus::Expired, "{merges:#?}");
+    for running in [eagle, executor] {
+        let (code, log) = running.stop();
+        assert_eq!(code, Some(0), "{log}");
+    }
+    hub.fake.assert_clean();
+    realm.fake.assert_clean();
 }
