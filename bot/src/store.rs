@@ -39,6 +39,7 @@ mod outbox;
 mod pr;
 mod requests;
 mod schema;
+mod step_aside;
 mod tasks;
 mod transitions;
 mod watch;
@@ -94,6 +95,7 @@ pub use requests::{
 };
 pub use requests::{Requests, RequestsTx};
 pub use schema::{Migration, SchemaState};
+pub use step_aside::supersedes;
 pub use tasks::TasksTx;
 pub use tasks::{
     NewRun, NewTask, Origin, PrWork, PrWorkSlot, Run, RunState, StatusCounts, Task, TaskStatus,

@@ -95,6 +95,22 @@ prmerge)
         ;;
     esac
     ;;
+twice)
+    # Asks to merge, and while a human decides asks again in other words:
+    # the second request replaces the first. Finishes once approved.
+    case "$prompt" in *"[APPROVED: merge_pr]"*)
+        say "[DONE: pr_ready] run:$run PR #$run merged"
+        exit 0 ;;
+    esac
+    eagle request merge_pr "PR #$run"
+    [ $? -eq 3 ] || exit 1
+    eagle request merge_pr "PR #$run, rebased on main"
+    case $? in
+    0) say "[DONE: pr_ready] run:$run PR #$run merged" ;;
+    3) say "[STATUS: waiting] run:$run a human decides on merge_pr"; exit 3 ;;
+    *) exit 1 ;;
+    esac
+    ;;
 asana)
     # Asks to comment on its Asana task (a human decides), then finishes.
     case "$prompt" in *"[APPROVED: post_asana_comment]"*)

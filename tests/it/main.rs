@@ -54,6 +54,7 @@ mod prstore;
 mod requests;
 mod runs;
 mod sandbox;
+mod step_aside;
 mod store;
 mod support;
 mod talk;

@@ -169,6 +169,12 @@ impl Decider {
         );
         let reason = quote(&decision.reason);
         let head = answer_head(&decided, &run);
+        // What answers the request now, for the escalations it replaces.
+        let mut current = match status {
+            RequestStatus::Approved => format!("Eagle approved it ({plugin})"),
+            RequestStatus::Denied => format!("Eagle denied it ({plugin})"),
+            _ => format!("`!approve {} {}` answers it", run.id, decided.id),
+        };
         let text = match status {
             RequestStatus::Approved => format!("{head} ({plugin})"),
             RequestStatus::Denied => {
@@ -191,6 +197,7 @@ impl Decider {
                     // offered, `!merge` answering the request too.
                     Some(offer::Offer::Decide(sha)) => {
                         tx.prs().record_merge_offer(run.id, &sha).await?;
+                        current = format!("`!merge {}` answers it", run.id);
                         let owner = owner
                             .as_deref()
                             .map(|o| format!("{o} "))
@@ -207,12 +214,15 @@ impl Decider {
                         )
                     }
                     // The owner was offered this head already: no second ping.
-                    Some(offer::Offer::Shown(sha)) => format!(
-                        "{head} the worker asks to merge the head Eagle offered already ({}): \
+                    Some(offer::Offer::Shown(sha)) => {
+                        current = format!("`!merge {}` answers it", run.id);
+                        format!(
+                            "{head} the worker asks to merge the head Eagle offered already ({}): \
                          `!merge {id}` answers it too.",
-                        crate::store::short_sha(&sha),
-                        id = run.id
-                    ),
+                            crate::store::short_sha(&sha),
+                            id = run.id
+                        )
+                    }
                     _ => escalation_text(
                         &head,
                         owner.as_deref(),
@@ -225,7 +235,13 @@ impl Decider {
                 }
             }
         };
-        self.poster.post(&mut tx, &run.topic(), &text).await?;
+        // The earlier escalations for the same effect step aside, naming
+        // this one; only this one asks (and pings).
+        tx.supersede_earlier(&decided, &current).await?;
+        let post = self.poster.post(&mut tx, &run.topic(), &text).await?;
+        if status == RequestStatus::Escalated {
+            tx.record_escalation_post(decided.id, post).await?;
+        }
         tx.commit().await?;
         tracing::info!(
             run = run.id,

@@ -182,6 +182,32 @@ impl OutboxTx<'_> {
         self.insert_outbox(item, false).await
     }
 
+    /// Stores an edit of the post stored as outbox entry `target` (the
+    /// same identity's): it waits until that post is delivered (it shares
+    /// its ordering key) and is sent to the message the server gave it.
+    /// `None` when the entry is gone (pruned).
+    pub async fn enqueue_edit_of(&mut self, target: i64, content: &str) -> Result<Option<i64>> {
+        let now = super::now();
+        let id = on_tx!(self, conn => {
+            sqlx::query_scalar(
+                "INSERT INTO outbox (identity, created_at, kind, content, target_outbox_id, \
+                 ordering_key, next_attempt_at) \
+                 SELECT identity, $2, 'edit', $3, id, ordering_key, $2 FROM outbox \
+                 WHERE id = $1 AND kind = 'message' RETURNING id",
+            )
+            .bind(target)
+            .bind(now)
+            .bind(content)
+            .fetch_optional(conn)
+            .await
+        })
+        .op("storing an edit in the outbox")?;
+        if id.is_some() {
+            self.notify().await?;
+        }
+        Ok(id)
+    }
+
     /// Stores a reply with its first attempt recorded: the caller hands it
     /// to the sender of its process, which sends it at once (see
     /// `chat::ExpressLane`).
@@ -336,7 +362,9 @@ impl Outbox<'_> {
         // never filled with entries that must wait while due ones are left out.
         let rows: Vec<(OutboxRow, DateTime<Utc>)> = on_pool!(self, pool => {
             sqlx::query_as(
-                "SELECT id, identity, kind, channel, topic, dm_user_ids, content, target_message_id, \
+                "SELECT id, identity, kind, channel, topic, dm_user_ids, content, \
+                 COALESCE(target_message_id, (SELECT t.delivered_message_id FROM outbox AS t \
+                     WHERE t.id = o.target_outbox_id)) AS target_message_id, \
                  attempts, ordering_key, next_attempt_at FROM outbox AS o \
                  WHERE identity = $1 AND delivered_at IS NULL AND gave_up_at IS NULL \
                  AND NOT EXISTS (SELECT 1 FROM outbox AS earlier \

@@ -489,6 +489,14 @@ impl Tx {
                     ..NewAuditEntry::default()
                 })
                 .await?;
+            self.step_aside(
+                id,
+                &format!(
+                    "the PR's head moved to {}; a merge is offered at that head once it is ready",
+                    short_sha(head)
+                ),
+            )
+            .await?;
             if let Some(request) = self.requests().request(id).await? {
                 expired.push(request);
             }

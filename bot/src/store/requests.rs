@@ -645,6 +645,7 @@ impl RequestsTx<'_> {
                 ..NewAuditEntry::default()
             })
             .await?;
+        self.step_aside(id, reason).await?;
         self.notify().await?;
         self.request(id).await
     }
@@ -727,6 +728,7 @@ impl Tx {
                     ..NewAuditEntry::default()
                 })
                 .await?;
+            self.step_aside(id, reason).await?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@
 use super::parse::id;
 use super::{Access, ChatCommand, CommandContext, CommandReply, CommandSpec, Handler, ParseError};
 use crate::ground::text::{neutralize_mentions, one_line};
-use crate::store::{Approval, Request, StoreError};
+use crate::store::{Approval, Request, RequestStatus, Run, StoreError};
 
 /// `!approve <run id> [request id] [note]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,6 +162,9 @@ async fn decide(
     let request = match request_id {
         Some(id) => match requests.iter().find(|r| r.id == id) {
             Some(r) if r.status.is_open() => r,
+            Some(r) if r.status == RequestStatus::Expired => {
+                return Ok(CommandReply::refused(stale_answer(&run, r, &requests)));
+            }
             Some(r) => {
                 return Ok(CommandReply::refused(format!(
                     "Request {id} of run {run_id} ({}) is {} already{}; nothing was changed.",
@@ -262,4 +265,52 @@ async fn decide(
         decided.id,
         decided.action
     )))
+}
+
+/// The answer to an approval or denial of a request that no longer
+/// applies (expired, superseded, its head moved): why, and what answers the
+/// run now, if anything does. Nothing is changed.
+fn stale_answer(run: &Run, stale: &Request, requests: &[Request]) -> String {
+    let run_id = run.id;
+    let why = stale
+        .decision_reason
+        .as_deref()
+        .map(|w| format!(": {}", neutralize_mentions(&one_line(w, 200))))
+        .unwrap_or_default();
+    let merge_offered = |sha: Option<&str>| {
+        sha.is_some()
+            && run.merge_offered_sha.as_deref() == sha
+            && run.head_sha.as_deref() == sha
+            && run.pr_closed_at.is_none()
+    };
+    // The newest open request for the same effect, else the merge Eagle
+    // offers now.
+    let current = requests
+        .iter()
+        .filter(|r| r.status.is_open() && r.action == stale.action && r.id != stale.id)
+        .max_by_key(|r| r.id);
+    let now = match current {
+        Some(r) if r.action == "merge_pr" && merge_offered(r.bound_sha.as_deref()) => format!(
+            " The current one is request {id}: `!merge {run_id}` answers it (`!show {run_id} \
+             {id}` shows it).",
+            id = r.id
+        ),
+        Some(r) => format!(
+            " The current one is request {id}: `!approve {run_id} {id}` or `!deny {run_id} {id} \
+             <reason>`.",
+            id = r.id
+        ),
+        None if stale.action == "merge_pr" && merge_offered(run.merge_offered_sha.as_deref()) => {
+            format!(" `!merge {run_id}` merges run {run_id}'s PR at the head Eagle offered.")
+        }
+        None => {
+            format!(" Nothing of run {run_id} waits for the same; `!status run {run_id}` shows it.")
+        }
+    };
+    format!(
+        "Request {id} of run {run_id} ({action}) no longer applies{why}; nothing was \
+         approved or denied.{now}",
+        id = stale.id,
+        action = stale.action
+    )
 }
