@@ -7,6 +7,8 @@
 
 use super::pr::github_error;
 use super::{Carrier, Outcome};
+use crate::ground::text::one_line;
+use crate::integrations::github::{head_is_in, head_label};
 use crate::policy::effect::{Carried, Effect};
 use crate::store::{Request, Run};
 
@@ -26,6 +28,26 @@ impl Carrier {
                 run.id
             ));
         };
+        // Only on the run's own PR: a worker may have named a fork's PR that
+        // borrows the run's branch name (the PR loop holds such a run, but
+        // the number stays recorded).
+        match client.pull_request(&settings.repo, number).await {
+            Ok(pull) => {
+                let branch = run
+                    .branch_name
+                    .clone()
+                    .unwrap_or_else(|| format!("eagle/run-{}", run.id));
+                if !head_is_in(&pull, &settings.repo) || pull.head_ref != branch {
+                    return Outcome::Refused(format!(
+                        "Eagle did not comment on PR #{number}: its head is {}, not the run's \
+                         branch {branch} of {}; Eagle comments only on the run's own PR",
+                        one_line(&head_label(&pull), 200),
+                        settings.repo
+                    ));
+                }
+            }
+            Err(error) => return github_error("comment", &error),
+        }
         let marker = marker(run.id, request.id);
         let posted = |url: String, found: bool| {
             Outcome::Carried(
