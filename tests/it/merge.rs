@@ -133,7 +133,14 @@ async fn a_green_pr_with_a_workers_merge_request_pings_the_owner_once_naming_mer
         hub.fake.pr(REPO, number).merged_head_sha.as_deref(),
         Some(SHA1)
     );
-    let requests = merge_requests(&store, 1).await;
+    // One decision: a worker resumed before it read the approval may ask
+    // again, and that repetition is bound to the human's answer, not a
+    // second decision.
+    let requests: Vec<_> = merge_requests(&store, 1)
+        .await
+        .into_iter()
+        .filter(|r| r.bound_to.is_none())
+        .collect();
     assert_eq!(requests.len(), 1, "{requests:#?}");
     assert!(
         requests[0]
