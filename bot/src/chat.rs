@@ -465,7 +465,17 @@ async fn act(
             Ok(Vec::new())
         }
         Intent::Capture { title, description } => {
-            let mut reply = commands::queue_task(tx, message, title, description, 1).await?;
+            let mut reply = commands::queue_task(
+                tx,
+                message,
+                &commands::NewQueued {
+                    title,
+                    description,
+                    repo: None,
+                },
+                1,
+            )
+            .await?;
             reply
                 .text
                 .push_str(" (captured from your mention; `!help` lists what else I do)");

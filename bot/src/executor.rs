@@ -6,4 +6,5 @@
 pub mod carrier;
 pub mod child_env;
 pub mod pr_loop;
+pub mod repos;
 pub mod runner;

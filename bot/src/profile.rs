@@ -18,6 +18,7 @@ mod ops;
 mod plugin_spec;
 mod pool;
 mod raw;
+mod repos;
 mod review;
 mod sandbox;
 #[cfg(test)]
@@ -38,6 +39,7 @@ pub use locate::{BUILT_IN, BuiltIn, ChosenBy, ProfilesDir};
 pub use ops::{LogFormat, OpsSettings};
 pub use pool::{DEFAULT_MAX_CONNECTIONS, StoreSettings};
 pub use raw::{ENV_PREFIX, RESERVED_ENV};
+pub use repos::{DEFAULT_REPO, GitCredential, RepoSettings, RepoUrl};
 pub use sandbox::{HostPattern, SandboxMode, SandboxSettings};
 pub use worker_env::WorkerEnv;
 
@@ -261,8 +263,9 @@ pub struct RunnerSettings {
     pub prompts_dir: Option<PathBuf>,
     /// Where runs' working directories go (default: `<data dir>/<profile>/runs`).
     pub runs_dir: Option<PathBuf>,
-    /// A git repository each run works in a clone of.
-    pub repo: Option<PathBuf>,
+    /// The repositories runs work in (`[[runner.repos]]`; `runner.repo`
+    /// is one named `default`). A task names one; without a name, the first.
+    pub repos: Vec<RepoSettings>,
     /// Extra rules for Claude Code's tool calls: a command prefix and its action.
     pub hook_rules: Vec<(String, String)>,
     /// How workers are confined and what they may reach.

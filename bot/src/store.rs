@@ -37,6 +37,7 @@ mod leases;
 mod legacy;
 mod outbox;
 mod pr;
+mod repos;
 mod requests;
 mod schema;
 mod step_aside;
@@ -89,6 +90,7 @@ pub use outbox::{Destination, NewOutboxItem, OutboxHeads, OutboxItem, OutboxKind
 pub use outbox::{Outbox, OutboxTx};
 pub use pr::{CachedAnswer, PolledPr, PrLink, PrPoll, PrSeen, short_sha};
 pub use pr::{PullRequests, PullRequestsTx};
+pub use repos::{AnnouncedRepo, Repos, ReposTx};
 pub use requests::{
     Approval, MAX_REQUEST_BODY, NewRequest, Recorded, Request, RequestStatus, RequestVia,
     body_refusal, requests_summary,

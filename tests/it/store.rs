@@ -42,6 +42,7 @@ fn task(gid: &str, title: &str) -> NewTask {
             message_id: Some(1234),
             private: false,
         },
+        repo: None,
     }
 }
 

@@ -35,7 +35,8 @@ pub use context::{CommandContext, CommandReply};
 pub use control::{Cancel, Hold, Pause, Resume, Retry, RunOrAll, Unhold};
 pub use converse::Confirm;
 pub use inbox::{
-    Help, Queue, Status, StatusQuery, Why, WhyTarget, help_text, queue as queue_task, task_gid,
+    Help, NewQueued, Queue, Status, StatusQuery, Why, WhyTarget, help_text, queue as queue_task,
+    task_gid,
 };
 pub use merge::Merge;
 pub use parse::{

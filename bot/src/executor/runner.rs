@@ -78,6 +78,8 @@ pub struct Shared {
     pub active: watch::Sender<usize>,
     /// How workers are confined; `None`: unconfined (`[runner.sandbox] mode = "off"`).
     pub sandbox: Option<crate::confine::sandbox::Confinement>,
+    /// `[github]`'s credential, for Eagle's git over HTTPS.
+    pub github_token: Option<crate::executor::repos::git::GitHubToken>,
 }
 
 impl Shared {
@@ -256,6 +258,13 @@ impl Runner {
             logs_dir: profile.logs_dir(),
             data_dir: profile.data_dir.clone(),
             active: options.busy,
+            github_token: profile.github.as_ref().map(|g| {
+                let token = g.token.clone();
+                crate::executor::repos::git::GitHubToken(std::sync::Arc::new(move |_repo| {
+                    let token = token.clone();
+                    Box::pin(async move { Ok(token) })
+                }))
+            }),
         };
         Ok(Runner {
             shared: Arc::new(shared),

@@ -375,7 +375,7 @@ fn token(
     }
 }
 
-fn read_token_file(path: &Path) -> Result<SecretString, String> {
+pub(super) fn read_token_file(path: &Path) -> Result<SecretString, String> {
     use std::os::unix::fs::PermissionsExt;
     let meta =
         std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;

@@ -288,6 +288,8 @@ pub struct RawRunner {
     pub review_checks: Option<Vec<String>>,
     pub runs_dir: Option<String>,
     pub repo: Option<String>,
+    /// `[[runner.repos]]`: the repositories runs work in.
+    pub repos: Option<Vec<super::repos::RawRepo>>,
     /// Per prompt kind: `[runner.kinds.fix_ci] hard_timeout = "1h"`.
     pub kinds: Option<std::collections::BTreeMap<String, RawKindLimits>>,
     /// Extra rules for Claude Code's tool calls: command prefix → action.

@@ -281,6 +281,8 @@ pub fn validate(
     let mut raw_runner = raw.runner.unwrap_or_default();
     let review_rules = raw_runner.review_rules.take();
     let review_checks = raw_runner.review_checks.take();
+    let raw_repos = raw_runner.repos.take();
+    let raw_repo = raw_runner.repo.take();
     let mut runner = runner_settings(raw_runner, &origins, base)?;
     let decisions = decision_settings(raw.decisions.unwrap_or_default(), &origins)?;
     let shell_wait = duration(raw.shell_wait.as_deref(), DEFAULT_SHELL_WAIT)
@@ -309,6 +311,18 @@ pub fn validate(
         .github
         .map(|raw| super::integrations::github(raw, &origins, base, env))
         .transpose()?;
+    runner.repos = super::repos::repos(
+        raw_repos,
+        raw_repo.as_deref(),
+        &super::repos::RepoDefaults {
+            github_repo: github.as_ref().map(|g| &g.repo),
+            base: github.as_ref().map_or("main", |g| g.base.as_str()),
+            has_github: github.is_some(),
+        },
+        &origins,
+        base,
+        env,
+    )?;
     runner.review = super::review::settings(
         review_rules,
         review_checks,
@@ -553,7 +567,7 @@ fn runner_settings(
             .map_err(|why| origins.error("runner.status_interval", None, why))?,
         prompts_dir: path("runner.prompts_dir", raw.prompts_dir.as_deref())?,
         runs_dir: path("runner.runs_dir", raw.runs_dir.as_deref())?,
-        repo: path("runner.repo", raw.repo.as_deref())?,
+        repos: Vec::new(),
         hook_rules,
         sandbox,
         review: super::ReviewSettings::default(),

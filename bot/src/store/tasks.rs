@@ -141,6 +141,8 @@ pub struct NewTask {
     pub requested_by_id: Option<i64>,
     pub requested_by_email: Option<String>,
     pub origin: Origin,
+    /// The repository it belongs to (`!queue --repo`); `None`: the executor's first.
+    pub repo: Option<String>,
 }
 
 /// A task in the inbox.
@@ -186,6 +188,9 @@ pub struct Task {
     /// The task in the system it came from (an Asana permalink).
     pub external_url: Option<String>,
     pub requested_by_email: Option<String>,
+    /// The repository it belongs to; `None`: the executor's first.
+    #[sqlx(default)]
+    pub repo: Option<String>,
 }
 
 impl Task {
@@ -299,6 +304,9 @@ pub struct Run {
     /// merge: what `!merge` merges, never a head the owner was not shown.
     #[sqlx(default)]
     pub merge_offered_sha: Option<String>,
+    /// How its setup phase went: `ran`, `cached`, `failed: …`.
+    #[sqlx(default)]
+    pub setup_outcome: Option<String>,
 }
 
 /// What a worker must do about a run's PR.
@@ -366,7 +374,7 @@ pub(super) const TASK_COLUMNS: &str = "id, task_gid, added_at, updated_at, sourc
     feasibility, analysis_summary, executor_run_id, requested_by, requested_by_id, \
     origin_transport, origin_channel, origin_topic, origin_message_id, origin_private, \
     skipped_by, skip_reasons, analysis_raw, quiet_analysis, analyzed_at, external_url, \
-    requested_by_email";
+    requested_by_email, repo";
 
 pub(super) const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, started_at, \
     completed_at, state, state_reason, held, waiting_on, worktree_path, branch_name, pr_url, \
@@ -377,7 +385,8 @@ pub(super) const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, star
     token_sha256, cost_usd, session_cost_usd, cost_cap_usd, turns, slot, pr_repo, head_sha, \
     pr_work, pr_status, pr_checked_at, review_green_sha, pr_comments_seen_at, pr_poll, \
     head_seen_at, ci_triggered_sha, pr_closed_at, pr_work_done_sha, pr_work_done_at, pr_rounds, waits, \
-    pr_title, pr_head_ref, pr_base_ref, pr_ci, pr_draft, pr_head_repo, merge_offered_sha";
+    pr_title, pr_head_ref, pr_base_ref, pr_ci, pr_draft, pr_head_repo, merge_offered_sha, \
+    setup_outcome";
 
 /// The start of an `ORDER BY` over `executor_queue`: priority 1 (urgent)
 /// first, tasks without one last; the caller adds the age.
@@ -400,8 +409,8 @@ impl TasksTx<'_> {
             sqlx::query_scalar(
                 "INSERT INTO executor_queue (task_gid, added_at, updated_at, source, title, \
                  description, requested_by, requested_by_id, origin_transport, origin_channel, \
-                 origin_topic, origin_message_id, origin_private, requested_by_email) \
-                 VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+                 origin_topic, origin_message_id, origin_private, requested_by_email, repo) \
+                 VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
                  ON CONFLICT (task_gid) DO NOTHING RETURNING id",
             )
             .bind(&task.task_gid)
@@ -417,6 +426,7 @@ impl TasksTx<'_> {
             .bind(task.origin.message_id)
             .bind(task.origin.private)
             .bind(&task.requested_by_email)
+            .bind(&task.repo)
             .fetch_optional(conn)
             .await
         })

@@ -101,7 +101,17 @@ impl Handler for Confirm {
             timestamp: proposal.asked_at,
             late: false,
         };
-        let mut reply = super::queue_task(cx.tx, &asked, &title, &description, 1).await?;
+        let mut reply = super::queue_task(
+            cx.tx,
+            &asked,
+            &super::NewQueued {
+                title: &title,
+                description: &description,
+                repo: None,
+            },
+            1,
+        )
+        .await?;
         if let Some(task) = cx
             .tx
             .tasks()

@@ -100,20 +100,42 @@ pub struct Queue {
     /// `None` for a bare `!queue` (list the inbox).
     pub title: Option<String>,
     pub description: String,
+    /// `--repo NAME`: the repository the task belongs to.
+    pub repo: Option<String>,
 }
 
 impl ChatCommand for Queue {
     const SPEC: CommandSpec = CommandSpec {
         name: "queue",
-        args: "[title]",
+        args: "[--repo NAME] [title]",
         summary: "put a task into the inbox, or list the open inbox",
         details: "`!queue Fix the tab preview` captures a task with that title; the following lines \
                   of the message become its description. Eagle answers with the task's id. \
-                  `!queue` alone lists the open tasks.",
+                  `!queue --repo web Fix the tab preview` puts it in the repository named `web` \
+                  (without `--repo`: the executor's first). `!queue` alone lists the open tasks.",
         access: Access::Anyone,
     };
 
     fn parse(args: &str, body: &[&str]) -> Result<Self, ParseError> {
+        let (repo, args) = match args.trim_start().strip_prefix("--repo") {
+            Some(rest) if rest.is_empty() || rest.starts_with([' ', '=']) => {
+                let rest = rest.trim_start_matches([' ', '=']);
+                let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+                let name = &rest[..end];
+                if !valid_repo_name(name) {
+                    return Err(ParseError::usage(
+                        &Self::SPEC,
+                        format!(
+                            "`--repo` takes a repository's name (letters, digits, `-`, `_`), \
+                             not {:?}: `!queue --repo web Fix the tab preview`",
+                            crate::ground::text::one_line(name, 60)
+                        ),
+                    ));
+                }
+                (Some(name.to_string()), &rest[end..])
+            }
+            _ => (None, args),
+        };
         // Trim blank lines around the description, keep everything in between.
         let first = body.iter().position(|l| !l.trim().is_empty());
         let last = body.iter().rposition(|l| !l.trim().is_empty());
@@ -124,9 +146,16 @@ impl ChatCommand for Queue {
         let mut title = args.trim().to_string();
         if title.is_empty() {
             if description.is_empty() {
+                if repo.is_some() {
+                    return Err(ParseError::usage(
+                        &Self::SPEC,
+                        "`!queue --repo NAME` needs a title: `!queue --repo web Fix the tab preview`",
+                    ));
+                }
                 return Ok(Queue {
                     title: None,
                     description: String::new(),
+                    repo: None,
                 });
             }
             title = description.remove(0).trim().to_string();
@@ -149,6 +178,7 @@ impl ChatCommand for Queue {
         Ok(Queue {
             title: Some(title),
             description,
+            repo,
         })
     }
 }
@@ -162,7 +192,22 @@ impl Handler for Queue {
             }
             Some(title) => {
                 let ordinal = cx.next_queued();
-                queue(cx.tx, cx.message, title, &self.description, ordinal).await
+                if let Some(repo) = &self.repo {
+                    let known = cx.tx.repos().names().await?;
+                    if !known.is_empty() && !known.iter().any(|k| k == repo) {
+                        return Ok(CommandReply::refused(format!(
+                            "There is no repository named {repo}: the executors work in {}. \
+                             Nothing was queued.",
+                            known.join(", ")
+                        )));
+                    }
+                }
+                let task = NewQueued {
+                    title,
+                    description: &self.description,
+                    repo: self.repo.as_deref(),
+                };
+                queue(cx.tx, cx.message, &task, ordinal).await
             }
         }
     }
@@ -180,13 +225,32 @@ pub fn task_gid(message: &InboundMessage, ordinal: usize) -> String {
 }
 
 /// Captures a task into the inbox (from `!queue` or an @-mention).
+/// What `!queue` (or a confirmed proposal) captures.
+pub struct NewQueued<'a> {
+    pub title: &'a str,
+    pub description: &'a str,
+    pub repo: Option<&'a str>,
+}
+
+/// A repository's name as a profile gives it.
+fn valid_repo_name(name: &str) -> bool {
+    (1..=40).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 pub async fn queue(
     tx: &mut Tx,
     message: &InboundMessage,
-    title: &str,
-    description: &str,
+    task: &NewQueued<'_>,
     ordinal: usize,
 ) -> Result<CommandReply, StoreError> {
+    let NewQueued {
+        title,
+        description,
+        repo,
+    } = *task;
     let (channel, topic) = match &message.place {
         Place::Channel { channel, topic } => (Some(channel.clone()), Some(topic.clone())),
         Place::Direct { .. } => (None, None),
@@ -207,6 +271,7 @@ pub async fn queue(
             message_id: Some(message.message_id),
             private: message.private,
         },
+        repo: repo.map(str::to_string),
     };
     match tx.tasks().insert_task(&new).await? {
         Some(id) => {
@@ -220,7 +285,10 @@ pub async fn queue(
                     ..NewAuditEntry::default()
                 })
                 .await?;
-            Ok(CommandReply::ok(format!("Queued task #{id}: {title}")))
+            let place = repo.map(|r| format!(" (in {r})")).unwrap_or_default();
+            Ok(CommandReply::ok(format!(
+                "Queued task #{id}{place}: {title}"
+            )))
         }
         None => {
             let existing = tx.tasks().task_by_gid(&gid).await?;

@@ -347,18 +347,33 @@ mod tests {
                 "!help a b",
                 "error: `!help` takes at most one command name. | Usage: `!help [command]`",
             ),
-            ("!queue", "Queue { title: None, description: \"\" }"),
+            (
+                "!queue",
+                "Queue { title: None, description: \"\", repo: None }",
+            ),
             (
                 "!queue Fix the tab preview",
-                "Queue { title: Some(\"Fix the tab preview\"), description: \"\" }",
+                "Queue { title: Some(\"Fix the tab preview\"), description: \"\", repo: None }",
             ),
             (
                 "!queue Fix it\nIt hangs.\n\nOn macOS.\n",
-                "Queue { title: Some(\"Fix it\"), description: \"It hangs.\\n\\nOn macOS.\" }",
+                "Queue { title: Some(\"Fix it\"), description: \"It hangs.\\n\\nOn macOS.\", repo: None }",
             ),
             (
                 "!queue\nTitle on next line\nbody",
-                "Queue { title: Some(\"Title on next line\"), description: \"body\" }",
+                "Queue { title: Some(\"Title on next line\"), description: \"body\", repo: None }",
+            ),
+            (
+                "!queue --repo web Fix it",
+                "Queue { title: Some(\"Fix it\"), description: \"\", repo: Some(\"web\") }",
+            ),
+            (
+                "!queue --repo ../etc Fix it",
+                "error: `--repo` takes a repository's name (letters, digits, `-`, `_`), not \"../etc\": `!queue --repo web Fix the tab preview` | Usage: `!queue [--repo NAME] [title]`",
+            ),
+            (
+                "!queue --repo web",
+                "error: `!queue --repo NAME` needs a title: `!queue --repo web Fix the tab preview` | Usage: `!queue [--repo NAME] [title]`",
             ),
             ("!status", "Status(Here)"),
             ("!status 12", "Status(Task(12))"),
@@ -498,11 +513,11 @@ mod tests {
             ("!status\n!help", "Status(Here)\nHelp { command: None }"),
             (
                 "!queue A\ndetail\n!queue B",
-                "Queue { title: Some(\"A\"), description: \"detail\" }\nQueue { title: Some(\"B\"), description: \"\" }",
+                "Queue { title: Some(\"A\"), description: \"detail\", repo: None }\nQueue { title: Some(\"B\"), description: \"\", repo: None }",
             ),
             (
                 "!queue A\n```\n!status\n```",
-                "Queue { title: Some(\"A\"), description: \"```\\n!status\\n```\" }",
+                "Queue { title: Some(\"A\"), description: \"```\\n!status\\n```\", repo: None }",
             ),
         ];
         let mut failures = Vec::new();
@@ -545,6 +560,7 @@ mod tests {
         let Ok(Command::Queue(Queue {
             title: Some(title),
             description,
+            ..
         })) = &parsed[0].result
         else {
             panic!("not a queue command: {parsed:?}");

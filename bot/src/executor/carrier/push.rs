@@ -23,13 +23,19 @@
 //! pushed.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+
+use crate::executor::repos::git::{self, GitAuth};
 
 /// What to push where.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct PushPlan<'a> {
-    /// The run's remote (`runner.repo`).
-    pub remote: &'a Path,
+    /// The run's repository, as git is given it (a URL without credential, or a path).
+    pub remote: &'a str,
+    /// Eagle's credential for it.
+    pub auth: &'a GitAuth,
+    /// Eagle's cache of the repository, whose objects the checkout borrows
+    /// (the one `objects/info/alternates` a checkout may have).
+    pub cache: Option<&'a Path>,
     /// The worker's checkout (its `.git/objects` is read as data).
     pub checkout: &'a Path,
     /// Eagle's own repository for this run.
@@ -63,18 +69,25 @@ pub async fn push(plan: &PushPlan<'_>) -> Result<Pushed, String> {
     if !valid_branch(plan.branch) {
         return Err(format!("{:?} is not a branch Eagle pushes to", plan.branch));
     }
-    let objects = worker_objects(plan.checkout)?;
-    prepare_mirror(plan.mirror, &objects).await?;
-    let kind = git(plan.mirror, &["cat-file", "-t", plan.sha]).await;
+    let borrowed = plan.cache.map(|c| c.join("objects"));
+    let objects = worker_objects(plan.checkout, borrowed.as_deref())?;
+    prepare_mirror(plan.mirror, &objects, borrowed.as_deref()).await?;
+    let kind = git::run(
+        plan.mirror,
+        &["cat-file", "-t", plan.sha],
+        &GitAuth::default(),
+    )
+    .await;
     if kind.as_deref().map(str::trim) != Ok("commit") {
         return Err(format!(
             "commit {} is not in the run's checkout: commit first, then push",
             short(plan.sha)
         ));
     }
-    let remote = plan.remote.to_string_lossy().into_owned();
+    let remote = plan.remote.to_string();
+    let auth = plan.auth;
     let target = format!("refs/heads/{}", plan.branch);
-    let listed = git(plan.mirror, &["ls-remote", "--", &remote, &target])
+    let listed = git::run(plan.mirror, &["ls-remote", "--", &remote, &target], auth)
         .await
         .map_err(|e| format!("cannot read the run's remote: {e}"))?;
     let tip = listed
@@ -86,14 +99,19 @@ pub async fn push(plan: &PushPlan<'_>) -> Result<Pushed, String> {
         None => false,
         Some(tip) => {
             // Bring the tip's history into Eagle's repository to compare.
-            git(
+            git::run(
                 plan.mirror,
                 &["fetch", "--quiet", "--no-tags", "--", &remote, &target],
+                auth,
             )
             .await
             .map_err(|e| format!("cannot read the run's branch: {e}"))?;
-            let descends =
-                git_ok(plan.mirror, &["merge-base", "--is-ancestor", tip, plan.sha]).await;
+            let descends = git::ok(
+                plan.mirror,
+                &["merge-base", "--is-ancestor", tip, plan.sha],
+                auth,
+            )
+            .await;
             if descends {
                 false
             } else if plan.pushed_before.iter().any(|p| p == tip) {
@@ -118,14 +136,14 @@ pub async fn push(plan: &PushPlan<'_>) -> Result<Pushed, String> {
     // others read (the next run's clone, as the worker's user) would get
     // object directories only Eagle can open. The receiving side keeps
     // what the repository's own objects allow.
-    let receive_pack = shared_repository(plan.remote)
+    let receive_pack = shared_repository(Path::new(plan.remote))
         .map(|mode| format!("--receive-pack=git -c core.sharedRepository={mode} receive-pack"));
     let mut args = vec!["push", "--quiet", "--no-verify", &lease];
     if let Some(receive_pack) = &receive_pack {
         args.push(receive_pack);
     }
     args.extend(["--", &remote, &refspec]);
-    git(plan.mirror, &args)
+    git::run(plan.mirror, &args, auth)
         .await
         .map_err(|e| format!("the push was refused: {e}"))?;
     Ok(Pushed::Pushed { forced })
@@ -179,7 +197,7 @@ fn valid_branch(branch: &str) -> bool {
 
 /// The checkout's object directory, refused when it could make git read
 /// anything but the checkout's own objects.
-fn worker_objects(checkout: &Path) -> Result<PathBuf, String> {
+fn worker_objects(checkout: &Path, borrowed: Option<&Path>) -> Result<PathBuf, String> {
     let dot_git = checkout.join(".git");
     let plain_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_dir());
     if !plain_dir(&dot_git) {
@@ -190,7 +208,22 @@ fn worker_objects(checkout: &Path) -> Result<PathBuf, String> {
         return Err("the checkout's .git/objects is not a directory: refusing to read it".into());
     }
     let alternates = objects.join("info").join("alternates");
-    if std::fs::symlink_metadata(&alternates).is_ok() {
+    // The checkout borrows the cache's objects: that one line is expected,
+    // and Eagle names the cache itself; anything else is refused.
+    let only_the_cache = || {
+        let Some(borrowed) = borrowed else {
+            return false;
+        };
+        let plain_file =
+            std::fs::symlink_metadata(&alternates).is_ok_and(|m| m.file_type().is_file());
+        let text = std::fs::read_to_string(&alternates).unwrap_or_default();
+        plain_file
+            && text
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .all(|l| Path::new(l.trim()) == borrowed)
+    };
+    if std::fs::symlink_metadata(&alternates).is_ok() && !only_the_cache() {
         return Err(
             "the checkout's .git/objects/info/alternates would make Eagle read objects from \
              elsewhere: remove it, then push again"
@@ -202,7 +235,12 @@ fn worker_objects(checkout: &Path) -> Result<PathBuf, String> {
 
 /// Creates Eagle's repository (bare, no template: no hooks) if needed and
 /// points its alternates at the checkout's objects.
-async fn prepare_mirror(mirror: &Path, objects: &Path) -> Result<(), String> {
+async fn prepare_mirror(
+    mirror: &Path,
+    objects: &Path,
+    borrowed: Option<&Path>,
+) -> Result<(), String> {
+    let none = GitAuth::default();
     if !mirror.join("objects").is_dir() {
         if let Some(parent) = mirror.parent() {
             std::fs::create_dir_all(parent)
@@ -211,72 +249,22 @@ async fn prepare_mirror(mirror: &Path, objects: &Path) -> Result<(), String> {
         }
         let path = mirror.to_string_lossy().into_owned();
         let parent = mirror.parent().unwrap_or(Path::new("/"));
-        git(
+        git::run(
             parent,
             &["init", "--quiet", "--bare", "--template=", "--", &path],
+            &none,
         )
         .await
         .map_err(|e| format!("cannot create Eagle's repository for the push: {e}"))?;
     }
     let info = mirror.join("objects").join("info");
     std::fs::create_dir_all(&info).map_err(|e| format!("cannot write {}: {e}", info.display()))?;
-    std::fs::write(info.join("alternates"), format!("{}\n", objects.display()))
+    let mut lines = format!("{}\n", objects.display());
+    if let Some(borrowed) = borrowed {
+        lines.push_str(&format!("{}\n", borrowed.display()));
+    }
+    std::fs::write(info.join("alternates"), lines)
         .map_err(|e| format!("cannot write Eagle's alternates: {e}"))
-}
-
-/// Runs git in `dir` (Eagle's repository or its parent) with Eagle's own
-/// environment, minus anything that would point git at another repository,
-/// and no hooks. Returns stdout, or stderr as the error.
-async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = command(dir, args)
-        .output()
-        .await
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(crate::ground::text::one_line(
-            String::from_utf8_lossy(&out.stderr).trim(),
-            400,
-        ))
-    }
-}
-
-async fn git_ok(dir: &Path, args: &[&str]) -> bool {
-    command(dir, args).status().await.is_ok_and(|s| s.success())
-}
-
-fn command(dir: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut git = tokio::process::Command::new("git");
-    git.args([
-        "-c",
-        "core.hooksPath=/dev/null",
-        "-c",
-        "protocol.file.allow=always",
-    ]);
-    if dir.join("objects").is_dir() {
-        git.arg("--git-dir").arg(dir);
-    }
-    git.args(args)
-        .current_dir(dir)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for var in [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_INDEX_FILE",
-        "GIT_CONFIG_PARAMETERS",
-        "GIT_CONFIG_COUNT",
-        "GIT_NAMESPACE",
-    ] {
-        git.env_remove(var);
-    }
-    git
 }
 
 fn short(sha: &str) -> &str {

@@ -7,6 +7,7 @@
 //! answers with the outcome: the pushed sha, the PR's number and address,
 //! the comment's address.
 
+use crate::executor::repos::git::GitAuth;
 use std::time::Duration;
 
 use super::attempt::SocketCtx;
@@ -150,9 +151,21 @@ pub(super) async fn after_approval(
 async fn carry_push(ctx: &SocketCtx, request: &Request, sha: &str) -> Result<(), StoreError> {
     let shared = &ctx.shared;
     let branch = run_branch(ctx).await?;
-    let result = match &shared.settings.repo {
-        None => Err("runner.repo is not set: Eagle has no remote to push to".to_string()),
-        Some(remote) => {
+    let task = {
+        let mut tx = shared.store.begin_read().await?;
+        match tx.tasks().run(ctx.fence.run).await? {
+            Some(run) => tx.tasks().task_by_gid(&run.task_gid).await?,
+            None => None,
+        }
+    };
+    let repo = crate::executor::repos::of_task(&shared.settings.repos, task.as_ref());
+    let result = match repo {
+        Err(why) => Err(why),
+        Ok(None) => Err(
+            "the executor has no repository (runner.repos): Eagle has no remote to push to"
+                .to_string(),
+        ),
+        Ok(Some(repo)) => {
             let pushed_before: Vec<String> = shared
                 .store
                 .carried()
@@ -162,15 +175,23 @@ async fn carry_push(ctx: &SocketCtx, request: &Request, sha: &str) -> Result<(),
                 .filter_map(|r| serde_json::from_str::<Carried>(r).ok()?.sha)
                 .collect();
             let mirror = mirror_path(&shared.data_dir, ctx.fence.run);
-            push(&PushPlan {
-                remote,
-                checkout: &ctx.workdir,
-                mirror: &mirror,
-                branch: &branch,
-                sha,
-                pushed_before: &pushed_before,
-            })
-            .await
+            let cache = crate::executor::repos::cache_path(&shared.data_dir, &repo.name);
+            match GitAuth::of(repo, shared.github_token.as_ref()).await {
+                Err(why) => Err(why),
+                Ok(auth) => {
+                    push(&PushPlan {
+                        remote: &repo.url.as_git(),
+                        auth: &auth,
+                        cache: Some(&cache),
+                        checkout: &ctx.workdir,
+                        mirror: &mirror,
+                        branch: &branch,
+                        sha,
+                        pushed_before: &pushed_before,
+                    })
+                    .await
+                }
+            }
         }
     };
     let short = sha.get(..12).unwrap_or(sha);

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use super::{PromptKind, Shared};
+use crate::executor::repos::git::GitAuth;
 use crate::ground::host::{self, UnixUser};
 use crate::ground::wire::{ENV_RUN, ENV_SOCKET, ENV_TOKEN};
 use crate::profile::WorkerKind;
@@ -185,12 +186,27 @@ pub(super) async fn prepare_run(
     }
     create_worker_dir(&dir.home, user)?;
     let fresh = create_worker_dir(&dir.work, user)?;
-    if fresh && let Some(repo) = &shared.settings.repo {
+    let repo = crate::executor::repos::of_task(&shared.settings.repos, task)
+        .map_err(std::io::Error::other)?;
+    if fresh && let Some(repo) = repo {
         let branch = run
             .branch_name
             .clone()
             .unwrap_or_else(|| format!("eagle/run-{}", run.id));
-        clone_repo(shared, repo, &dir, user, &branch).await?;
+        let auth = GitAuth::of(repo, shared.github_token.as_ref())
+            .await
+            .map_err(std::io::Error::other)?;
+        let (cache, _) =
+            crate::executor::repos::cache::refresh(&shared.data_dir, repo, &auth, user)
+                .await
+                .map_err(std::io::Error::other)?;
+        drop(auth);
+        let checkout = Checkout {
+            cache: &cache,
+            origin: &repo.url.as_git(),
+            branch: &branch,
+        };
+        clone_repo(shared, &checkout, &dir, user).await?;
     }
     let rules = dir.eagle.join("rules.md");
     std::fs::write(&rules, rules_text(run, task))?;
@@ -230,18 +246,30 @@ fn create_worker_dir(path: &Path, user: Option<&UnixUser>) -> std::io::Result<bo
     }
 }
 
-/// Clones `runner.repo` into the fresh, empty working directory, as the
-/// worker's user, with nothing of Eagle's environment and no git
-/// configuration or hooks but git's own, and checks out the run's branch
-/// (the remote's if it has one) with `origin` as its upstream, so that a
-/// plain `git push` means "this run's branch" (Eagle pushes nothing else).
-async fn clone_repo(
+/// What a run's checkout is made from.
+pub struct Checkout<'a> {
+    /// Eagle's bare cache of the repository (its objects are borrowed).
+    pub cache: &'a Path,
+    /// The repository's plain URL, the checkout's `origin`.
+    pub origin: &'a str,
+    pub branch: &'a str,
+}
+
+/// Clones Eagle's cache of the run's repository into the fresh, empty
+/// working directory, as the worker's user, borrowing the cache's objects
+/// (`--shared`: nothing is copied), with nothing of Eagle's environment and
+/// no git configuration or hooks but git's own; points `origin` at the
+/// repository's plain URL and checks out the run's branch (the remote's if
+/// it has one, else a new one from the base) with `origin` as its
+/// upstream, so that a plain `git push` means "this run's branch" (Eagle
+/// pushes nothing else).
+pub async fn clone_repo(
     shared: &Shared,
-    repo: &Path,
+    checkout: &Checkout<'_>,
     dir: &RunDir,
     user: Option<&UnixUser>,
-    branch: &str,
 ) -> std::io::Result<()> {
+    let (repo, branch) = (checkout.cache, checkout.branch);
     // The repository is usually another user's (Eagle's, the operator's):
     // a global configuration of Eagle's, naming only it as safe, lets the
     // worker's user clone it without git calling it dubious (`-c
@@ -299,6 +327,7 @@ async fn clone_repo(
         &[
             OsStr::new("clone"),
             OsStr::new("--quiet"),
+            OsStr::new("--shared"),
             OsStr::new("--template="),
             // Pushes go through Eagle (`git-remote-eagle`, on the worker's PATH).
             OsStr::new("--config"),
@@ -310,6 +339,19 @@ async fn clone_repo(
     .await?;
     if !out.status.success() {
         return Err(failed(format!("git clone {}", repo.display()), &out));
+    }
+    let out = git(
+        &dir.work,
+        &[
+            OsStr::new("remote"),
+            OsStr::new("set-url"),
+            OsStr::new("origin"),
+            OsStr::new(checkout.origin),
+        ],
+    )
+    .await?;
+    if !out.status.success() {
+        return Err(failed("git remote set-url origin".into(), &out));
     }
     let remote_branch = format!("refs/remotes/origin/{branch}");
     let has_remote = git(
