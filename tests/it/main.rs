@@ -37,6 +37,7 @@ mod docs;
 mod effects;
 mod egress;
 mod executor;
+mod git_http;
 mod github;
 mod hardening;
 mod inbox;

@@ -1,7 +1,10 @@
-//! Shared test helpers: scratch directories, the `eagle` binary, and
-//! throw-away PostgreSQL schemas.
+//! Shared test helpers: scratch directories, the `eagle` binary,
+//! throw-away PostgreSQL schemas, and servers for real git remotes
+//! ([`git_http`]) and package downloads ([`package_index`]).
 
 mod child;
+pub mod git_http;
+pub mod package_index;
 mod plugin_cache;
 
 use std::collections::BTreeMap;
