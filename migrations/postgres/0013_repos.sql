@@ -12,6 +12,7 @@ CREATE TABLE repos (
     name            TEXT NOT NULL PRIMARY KEY,
     url             TEXT NOT NULL,
     github          TEXT,
+    base            TEXT NOT NULL,
     executor        TEXT NOT NULL,
     announced_at    TIMESTAMPTZ NOT NULL
 );

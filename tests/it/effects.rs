@@ -732,8 +732,8 @@ async fn a_run_whose_pr_is_in_another_repository_is_held_for_its_owner() {
         &home,
         "!queue Elsewhere mode:pr pr:https://github.com/other/thing/pull/5\n!go 1\n",
     );
-    let held = "[STATUS: held] run:1 PR #5: its PR is in other/thing, not in github.repo acme/app: \
-                Eagle does not follow it";
+    let held = "[STATUS: held] run:1 PR #5: its PR is in other/thing, not in github.repo acme/app \
+                nor in a repository an executor announced: Eagle does not follow it";
     assert!(stdout.contains(held), "{stdout}");
     let stdout = shell(&home, "!status run 1\n");
     assert!(stdout.contains("held"), "{stdout}");

@@ -130,6 +130,60 @@ fn integration_checks(profile: &Profile) -> Vec<(crate::executor::runner::Severi
             "no [github]: an approved merge_pr is recorded, and the merge is left to a human".into(),
         )),
     }
+    if profile.role == Role::Executor {
+        let repos = &profile.executor.runner.repos;
+        if repos.is_empty() {
+            out.push((
+                Severity::Warn,
+                "no repository: runs work in an empty directory (profiles/executor.toml, [[runner.repos]])".into(),
+            ));
+        }
+        for repo in repos {
+            let cache = crate::executor::repos::cache_path(&profile.data_dir, &repo.name);
+            let age = std::fs::metadata(cache.join("FETCH_HEAD"))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .map_or_else(
+                    || "no cache yet (the first run fetches the whole history)".to_string(),
+                    |d| {
+                        format!(
+                            "cache fetched {} ago",
+                            human(std::time::Duration::from_secs(d.as_secs()))
+                        )
+                    },
+                );
+            let setup = match &repo.setup {
+                Some(_) => format!(
+                    "; a setup (network: {})",
+                    if repo.setup_allow_hosts.is_empty() {
+                        "none".to_string()
+                    } else {
+                        repo.setup_allow_hosts
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                ),
+                None => String::new(),
+            };
+            out.push((
+                Severity::Ok,
+                format!(
+                    "repository {}: {} (base {}{}), credential: {}; {age}{setup}",
+                    repo.name,
+                    repo.url.as_git(),
+                    repo.base,
+                    repo.github
+                        .as_ref()
+                        .map(|g| format!(", PRs in {g}"))
+                        .unwrap_or_default(),
+                    repo.credential.kind(),
+                ),
+            ));
+        }
+    }
     if profile.role == Role::Orchestrator {
         out.push(match &profile.eagle.conversation {
             Some(c) => (

@@ -214,6 +214,16 @@ impl Carrier {
             };
             let done = matches!(outcome, Outcome::Done(_) | Outcome::Carried(..));
             self.later.remove(&request.id);
+            // Where a PR was opened: the run's repository, as open_pr found it.
+            let opened_in = match (&self.github, request.action.as_str()) {
+                (Some((_, s)), "open_draft_pr") => {
+                    crate::executor::repos::github_of_run(&self.store, (&s.repo, &s.base), &run)
+                        .await
+                        .map(|(repo, _)| repo.to_string())
+                        .ok()
+                }
+                _ => None,
+            };
             let mut tx = self.store.begin_write().await?;
             if tx
                 .carried()
@@ -233,7 +243,7 @@ impl Carrier {
                     let link = PrLink {
                         number: number as i64,
                         url: carried.url.clone(),
-                        repo: self.github.as_ref().map(|(_, s)| s.repo.to_string()),
+                        repo: opened_in.clone(),
                     };
                     tx.prs().record_pr_link(run.id, &link).await?;
                     // Known before the PR loop looks: an escalated merge

@@ -24,6 +24,7 @@ pub mod hook;
 pub mod output;
 pub mod prompts;
 pub mod review;
+pub mod setup;
 mod socket;
 mod spawn;
 mod supervise;
@@ -78,6 +79,8 @@ pub struct Shared {
     pub active: watch::Sender<usize>,
     /// How workers are confined; `None`: unconfined (`[runner.sandbox] mode = "off"`).
     pub sandbox: Option<crate::confine::sandbox::Confinement>,
+    /// The executor's profile: what its repositories are announced under.
+    pub profile_name: String,
     /// `[github]`'s credential, for Eagle's git over HTTPS.
     pub github_token: Option<crate::executor::repos::git::GitHubToken>,
 }
@@ -258,6 +261,7 @@ impl Runner {
             logs_dir: profile.logs_dir(),
             data_dir: profile.data_dir.clone(),
             active: options.busy,
+            profile_name: profile.name.clone(),
             github_token: profile.github.as_ref().map(|g| {
                 let token = g.token.clone();
                 crate::executor::repos::git::GitHubToken(std::sync::Arc::new(move |_repo| {
@@ -438,6 +442,17 @@ impl BackgroundLoop for Runner {
             }
             self.adopt(&stop).await;
             self.adopted = true;
+            // What `!queue --repo` may name.
+            let repos = crate::executor::repos::announced(&self.shared.settings.repos);
+            if let Err(error) = self
+                .shared
+                .store
+                .repos()
+                .announce(&self.shared.profile_name, &repos)
+                .await
+            {
+                tracing::warn!(%error, "cannot announce this executor's repositories");
+            }
         }
         // A write wakes every watcher: renew the presence only now and then.
         if self.announced.is_none_or(|at| at.elapsed() >= PRESENCE / 3) {

@@ -19,6 +19,18 @@ super::tx_handle!(
 );
 
 impl ReposTx<'_> {
+    /// Every announced repository, by name.
+    pub async fn list(&mut self) -> Result<Vec<AnnouncedRepo>> {
+        on_tx!(self, conn => {
+            sqlx::query_as::<_, AnnouncedRepo>(
+                "SELECT name, url, github, base, executor, announced_at FROM repos ORDER BY name",
+            )
+            .fetch_all(conn)
+            .await
+        })
+        .op("reading the repositories")
+    }
+
     /// The names of the announced repositories (empty: no executor announced any yet).
     pub async fn names(&mut self) -> Result<Vec<String>> {
         on_tx!(self, conn => {
@@ -39,19 +51,17 @@ pub struct AnnouncedRepo {
     pub url: String,
     /// The PR loop's `owner/name`, if any.
     pub github: Option<String>,
+    /// The branch its runs start from and their PRs go into.
+    pub base: String,
     /// The executor profile that works in it.
     pub executor: String,
     pub announced_at: DateTime<Utc>,
 }
 
 impl Repos<'_> {
-    /// Records the repositories `executor` works in (`(name, url, github)`),
-    /// replacing what it announced before.
-    pub async fn announce(
-        &self,
-        executor: &str,
-        repos: &[(String, String, Option<String>)],
-    ) -> Result<()> {
+    /// Records the repositories `executor` works in, replacing what it
+    /// announced before (`executor` and `announced_at` are set here).
+    pub async fn announce(&self, executor: &str, repos: &[AnnouncedRepo]) -> Result<()> {
         let mut tx = self.begin_write().await?;
         let now = super::now();
         on_tx!(tx, conn => {
@@ -60,18 +70,19 @@ impl Repos<'_> {
                 .execute(&mut *conn)
                 .await
                 .op("forgetting an executor's repositories")?;
-            for (name, url, github) in repos {
+            for repo in repos {
                 sqlx::query(
-                    "INSERT INTO repos (name, url, github, executor, announced_at) \
-                     VALUES ($1, $2, $3, $4, $5) \
+                    "INSERT INTO repos (name, url, github, base, executor, announced_at) \
+                     VALUES ($1, $2, $3, $6, $4, $5) \
                      ON CONFLICT (name) DO UPDATE SET url = $2, github = $3, executor = $4, \
-                     announced_at = $5",
+                     announced_at = $5, base = $6",
                 )
-                .bind(name)
-                .bind(url)
-                .bind(github)
+                .bind(&repo.name)
+                .bind(&repo.url)
+                .bind(&repo.github)
                 .bind(executor)
                 .bind(now)
+                .bind(&repo.base)
                 .execute(&mut *conn)
                 .await
                 .op("announcing a repository")?;
@@ -86,7 +97,7 @@ impl Repos<'_> {
         let mut tx = self.begin_read().await?;
         let rows = on_tx!(tx, conn => {
             sqlx::query_as::<_, AnnouncedRepo>(
-                "SELECT name, url, github, executor, announced_at FROM repos ORDER BY name",
+                "SELECT name, url, github, base, executor, announced_at FROM repos ORDER BY name",
             )
             .fetch_all(&mut *conn)
             .await

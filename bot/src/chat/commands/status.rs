@@ -274,6 +274,9 @@ pub(super) async fn task_status(
         if let (Some(channel), Some(topic)) = (&task.origin_channel, &task.origin_topic) {
             out.push_str(&format!(" in #{channel} > {}", echo(topic)));
         }
+        if let Some(repo) = &task.repo {
+            out.push_str(&format!(" · repository: {}", echo(repo)));
+        }
         out.push('\n');
         if let Some(reason) = &task.status_reason {
             out.push_str(&format!("reason: {}\n", echo(&one_line(reason, 500))));
@@ -366,8 +369,14 @@ pub(super) async fn run_status(
     if let Some(reason) = &run.state_reason {
         out.push_str(&format!("last: {}\n", echo(&one_line(reason, 300))));
     }
+    if let Some(repo) = task.as_ref().and_then(|t| t.repo.as_deref()) {
+        out.push_str(&format!("repository: {}\n", echo(repo)));
+    }
     if let Some(branch) = &run.branch_name {
         out.push_str(&format!("branch: {branch}\n"));
+    }
+    if let Some(setup) = &run.setup_outcome {
+        out.push_str(&format!("setup: {}\n", echo(&one_line(setup, 300))));
     }
     match (&run.pr_url, run.pr_number) {
         (Some(url), _) => out.push_str(&format!("PR: {}\n", echo(url))),

@@ -28,21 +28,31 @@ impl Carrier {
                 run.id
             ));
         };
+        let repo = match crate::executor::repos::github_of_run(
+            &self.store,
+            (&settings.repo, &settings.base),
+            run,
+        )
+        .await
+        {
+            Ok((repo, _)) => repo,
+            Err(why) => return Outcome::Refused(format!("Eagle did not comment: {why}")),
+        };
         // Only on the run's own PR: a worker may have named a fork's PR that
         // borrows the run's branch name (the PR loop holds such a run, but
         // the number stays recorded).
-        match client.pull_request(&settings.repo, number).await {
+        match client.pull_request(&repo, number).await {
             Ok(pull) => {
                 let branch = run
                     .branch_name
                     .clone()
                     .unwrap_or_else(|| format!("eagle/run-{}", run.id));
-                if !head_is_in(&pull, &settings.repo) || pull.head_ref != branch {
+                if !head_is_in(&pull, &repo) || pull.head_ref != branch {
                     return Outcome::Refused(format!(
                         "Eagle did not comment on PR #{number}: its head is {}, not the run's \
                          branch {branch} of {}; Eagle comments only on the run's own PR",
                         one_line(&head_label(&pull), 200),
-                        settings.repo
+                        repo
                     ));
                 }
             }
@@ -65,7 +75,7 @@ impl Carrier {
         };
         match effect {
             Effect::CommentOnPr { body } => {
-                match client.issue_comments(&settings.repo, number, None).await {
+                match client.issue_comments(&repo, number, None).await {
                     Ok(comments) => {
                         if let Some(c) = comments.iter().find(|c| c.body.contains(&marker)) {
                             return posted(c.html_url.clone(), true);
@@ -74,17 +84,14 @@ impl Carrier {
                     Err(error) => return github_error("comment", &error),
                 }
                 let text = format!("{body}\n\n{marker}");
-                match client
-                    .create_issue_comment(&settings.repo, number, &text)
-                    .await
-                {
+                match client.create_issue_comment(&repo, number, &text).await {
                     Ok(comment) => posted(comment.html_url, false),
                     Err(error) => github_error("comment", &error),
                 }
             }
             Effect::ReplyThread { thread, body } => {
                 // Only a thread of the run's own PR.
-                match client.review_threads(&settings.repo, number).await {
+                match client.review_threads(&repo, number).await {
                     Ok(threads) if threads.threads.iter().any(|t| t.id == thread) => {}
                     Ok(_) => {
                         return Outcome::Refused(format!(

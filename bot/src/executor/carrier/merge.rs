@@ -47,19 +47,18 @@ impl Carrier {
             Ok(_) => None,
             Err(why) => return Outcome::Refused(format!("Eagle did not merge: {why}")),
         };
-        // Only in the profile's repository, whatever a worker's line named.
-        if let Some(other) = run
-            .pr_repo
-            .as_deref()
-            .filter(|r| !settings.repo.is_named(r))
+        // Only in the run's repository (github.repo or one an executor
+        // announced), whatever a worker's line named.
+        let repo = match crate::executor::repos::github_of_run(
+            &self.store,
+            (&settings.repo, &settings.base),
+            run,
+        )
+        .await
         {
-            return Outcome::Refused(format!(
-                "Eagle did not merge: the run's PR is in {}, not in github.repo {}",
-                one_line(other, 100),
-                settings.repo
-            ));
-        }
-        let repo = settings.repo.clone();
+            Ok((repo, _)) => repo,
+            Err(why) => return Outcome::Refused(format!("Eagle did not merge: {why}")),
+        };
         let number = number as u64;
         // Looked at first: a merge made before a crash is not made again,
         // and a PR that is not the run's is refused without spending a merge.

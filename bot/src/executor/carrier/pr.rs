@@ -31,6 +31,17 @@ impl Carrier {
             .branch_name
             .clone()
             .unwrap_or_else(|| format!("eagle/run-{}", run.id));
+        // The run's repository (its task's), else github.repo.
+        let (repo, base) = match crate::executor::repos::github_of_run(
+            &self.store,
+            (&settings.repo, &settings.base),
+            run,
+        )
+        .await
+        {
+            Ok(found) => found,
+            Err(why) => return Outcome::Refused(format!("Eagle did not open the PR: {why}")),
+        };
         let opened = |pull: &PullRequest, text: String| {
             Outcome::Carried(
                 text,
@@ -43,14 +54,12 @@ impl Carrier {
                 },
             )
         };
-        match client.pulls_from(&settings.repo, &branch).await {
+        match client.pulls_from(&repo, &branch).await {
             Ok(pulls) => {
                 // Only a branch of the repository itself: a fork's PR from
                 // a branch of the same name is never taken for the run's.
                 if let Some(pull) = pulls.iter().find(|p| {
-                    p.head_ref == branch
-                        && p.state == PrState::Open
-                        && head_is_in(p, &settings.repo)
+                    p.head_ref == branch && p.state == PrState::Open && head_is_in(p, &repo)
                 }) {
                     return opened(
                         pull,
@@ -65,16 +74,16 @@ impl Carrier {
         }
         let new = NewPull {
             head: &branch,
-            base: &settings.base,
+            base: &base,
             title: &title,
             body: &body,
         };
-        match client.create_draft_pull(&settings.repo, &new).await {
+        match client.create_draft_pull(&repo, &new).await {
             Ok(pull) => opened(
                 &pull,
                 format!(
                     "Eagle opened draft PR #{} from {branch} into {}: {}",
-                    pull.number, settings.base, pull.html_url
+                    pull.number, base, pull.html_url
                 ),
             ),
             Err(error) => github_error("open the PR", &error),

@@ -19,18 +19,23 @@ impl PrLoop {
             }
             return Ok(());
         };
-        // Only the profile's repository: a worker's line must not make
-        // Eagle watch, label or merge elsewhere.
-        let repo = watcher.settings.repo.clone();
-        if let Some(other) = run.pr_repo.as_deref().filter(|r| !repo.is_named(r)) {
-            // Held for its owner, said once: never a run waiting on nobody.
-            let status = format!(
-                "its PR is in {}, not in github.repo {}: Eagle does not follow it",
-                one_line(other, 100),
-                watcher.settings.repo
-            );
-            return self.not_its_pr(run, number, &status).await;
-        }
+        // Only the run's repository (github.repo or one an executor
+        // announced): a worker's line must not make Eagle watch, label or
+        // merge elsewhere.
+        let repo = match crate::executor::repos::github_of_run(
+            &self.store,
+            (&watcher.settings.repo, &watcher.settings.base),
+            run,
+        )
+        .await
+        {
+            Ok((repo, _)) => repo,
+            Err(why) => {
+                // Held for its owner, said once: never a run waiting on nobody.
+                let status = format!("{why}: Eagle does not follow it");
+                return self.not_its_pr(run, number, &status).await;
+            }
+        };
         let memo: Memo = run
             .pr_poll
             .as_deref()
@@ -105,6 +110,7 @@ impl PrLoop {
             pr: &PrFacts::of(&view),
             open_threads: &open_threads,
             settings: &watcher.settings,
+            repo: &repo,
             now,
         });
         if let Step::NotItsPr { status } = &step {

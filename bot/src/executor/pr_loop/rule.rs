@@ -147,6 +147,8 @@ pub struct Facts<'a> {
     pub pr: &'a PrFacts,
     pub open_threads: &'a [OpenThread],
     pub settings: &'a GithubSettings,
+    /// The run's repository on GitHub (its task's, else `github.repo`).
+    pub repo: &'a crate::integrations::github::Repo,
     pub now: DateTime<Utc>,
 }
 
@@ -193,7 +195,7 @@ fn rule(f: &Facts<'_>) -> Step {
     // open when the loop first saw it (a worker naming a PR merged or
     // closed already, its own or anyone's, neither completes nor abandons
     // the run).
-    let repo = &f.settings.repo;
+    let repo = f.repo;
     if !pull.head_repo.as_deref().is_some_and(|r| repo.is_named(r)) {
         return Step::NotItsPr {
             status: format!(
@@ -463,6 +465,7 @@ mod tests {
             pr,
             open_threads: threads,
             settings: &settings(),
+            repo: &settings().repo,
             now: Utc::now(),
         })
     }
@@ -772,6 +775,7 @@ mod tests {
             pr: &pr(CiState::NeverRan),
             open_threads: &[],
             settings: &s,
+            repo: &s.repo,
             now: Utc::now(),
         });
         match step {

@@ -176,7 +176,7 @@ pub(super) async fn prepare_run(
     shared: &Shared,
     run: &Run,
     task: Option<&Task>,
-) -> std::io::Result<RunDir> {
+) -> std::io::Result<Prepared> {
     let dir = RunDir::of(shared, run.id);
     let user = shared.worker_user.as_ref();
     for (path, mode) in [(&dir.base, 0o711), (&dir.eagle, 0o755)] {
@@ -211,7 +211,56 @@ pub(super) async fn prepare_run(
     let rules = dir.eagle.join("rules.md");
     std::fs::write(&rules, rules_text(run, task))?;
     host::chmod(&rules, 0o644)?;
-    Ok(dir)
+    let mut setup_failed = None;
+    if fresh && let Some(repo) = repo.filter(|r| r.setup.is_some()) {
+        let outcome = match super::setup::prepare(shared, repo, &dir, run.id).await {
+            Ok(Some(done)) => done.describe(),
+            Ok(None) => String::new(),
+            Err(why) => {
+                setup_failed = Some(why.clone());
+                format!("failed: {why}")
+            }
+        };
+        if let Err(error) = shared
+            .store
+            .repos()
+            .set_setup_outcome(run.id, &outcome)
+            .await
+        {
+            tracing::warn!(%error, run = run.id, "cannot record the setup's outcome");
+        }
+        if setup_failed.is_none() {
+            say(
+                shared,
+                run,
+                &format!("[STATUS: setup] run:{} {}: {outcome}", run.id, repo.name),
+            )
+            .await;
+        } else {
+            // The next attempt starts from a fresh checkout.
+            let _ = std::fs::remove_dir_all(&dir.work);
+        }
+    }
+    Ok(Prepared { dir, setup_failed })
+}
+
+/// A run's directory, ready, or why its setup failed.
+pub(super) struct Prepared {
+    pub dir: RunDir,
+    /// The setup failed: what to tell the owner (the log's tail).
+    pub setup_failed: Option<String>,
+}
+
+/// A status line in the run's topic (best effort: a failure is logged).
+async fn say(shared: &Shared, run: &Run, line: &str) {
+    let posted = async {
+        let mut tx = shared.store.begin_write().await?;
+        shared.poster.post(&mut tx, &run.topic(), line).await?;
+        tx.commit().await
+    };
+    if let Err(error) = posted.await {
+        tracing::warn!(%error, run = run.id, "cannot post a run's status");
+    }
 }
 
 /// A path that is a symlink is refused: Eagle's own directories never are.
@@ -676,13 +725,19 @@ pub(super) fn sandbox_spec(
     dir: &RunDir,
     socket: &Path,
     attempt: i64,
+    repo: Option<&crate::profile::RepoSettings>,
 ) -> std::io::Result<Option<PathBuf>> {
     let Some(confinement) = &shared.sandbox else {
         return Ok(None);
     };
+    // The checkout borrows the objects of Eagle's cache of its repository.
+    let mut read = vec![dir.eagle.clone()];
+    if let Some(repo) = repo {
+        read.push(crate::executor::repos::cache_path(&shared.data_dir, &repo.name).join("objects"));
+    }
     let spec = confinement.spec(
         vec![dir.work.clone(), dir.home.clone()],
-        vec![dir.eagle.clone()],
+        read,
         &[],
         Some(socket.to_path_buf()),
         Some(egress_socket_path(socket)),

@@ -53,6 +53,10 @@ pub(super) async fn start(shared: &Arc<Shared>, claim: Claim, shutdown: Cancella
     match launch::launch(shared, &claim).await {
         Ok(worker) => worker.follow(shutdown).await,
         Err(launch::Failure::Store(StoreError::Fenced(_))) => {}
+        Err(launch::Failure::Setup(why)) => {
+            tracing::warn!(run = fence.run, "the repository's setup failed");
+            judge::setup_failed(shared, &fence, &why).await;
+        }
         Err(failure) => {
             let reason = failure.to_string();
             tracing::error!(run = fence.run, %reason, "cannot start a worker");

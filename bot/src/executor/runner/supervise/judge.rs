@@ -250,6 +250,25 @@ pub(super) async fn start_failed(shared: &Shared, fence: &Fence, reason: &str) {
     }
 }
 
+/// Records a run whose repository's setup failed: held for its owner at
+/// once (another attempt would fail the same way), the log's tail in its
+/// topic.
+pub(super) async fn setup_failed(shared: &Shared, fence: &Fence, why: &str) {
+    let end = RunEnd::Failed {
+        reason: format!("the repository's setup failed: {}", one_line(why, 300)),
+        max_attempts: 1,
+        owner: owner_label(shared, fence.run).await,
+    };
+    let text = format!(
+        "[STATUS: setup_failed] run:{} the repository's setup failed, so no worker started: {}",
+        fence.run,
+        crate::ground::text::neutralize_mentions(why)
+    );
+    if let Err(error) = finish(shared, fence, None, &end, &text).await {
+        tracing::error!(%error, run = fence.run, "cannot record a failed setup");
+    }
+}
+
 /// Records an attempt whose runner stopped before its worker was recorded
 /// as failed: the run goes back to the queue.
 pub(super) async fn unrecorded(

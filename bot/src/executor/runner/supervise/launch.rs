@@ -25,6 +25,9 @@ pub(super) enum Failure {
     Store(#[from] StoreError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The repository's setup failed: the run is held for its owner.
+    #[error("the repository's setup failed: {0}")]
+    Setup(String),
 }
 
 /// Prepares a claimed run, starts its worker and records it on the run with
@@ -42,7 +45,11 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         .filter(unlearnt)
         .collect();
     let kind = prompt_kind(claim);
-    let dir = spawn::prepare_run(shared, run, task.as_ref()).await?;
+    let prepared = spawn::prepare_run(shared, run, task.as_ref()).await?;
+    if let Some(why) = prepared.setup_failed {
+        return Err(Failure::Setup(why));
+    }
+    let dir = prepared.dir;
     let session = session(shared, run, kind, &dir)?;
     if shared.command.kind == WorkerKind::Claude {
         let settings = spawn::claude_settings(shared);
@@ -102,7 +109,10 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
     let mut env = spawn::environment(shared, &dir, run.id, &socket_path, &token);
     super::super::effects::put_shims_first(&mut env, &dir.eagle, &shared.exe)?;
     drop(token);
-    let sandbox = spawn::sandbox_spec(shared, &dir, &socket_path, fence.attempt)?;
+    let repo = crate::executor::repos::of_task(&shared.settings.repos, task.as_ref())
+        .ok()
+        .flatten();
+    let sandbox = spawn::sandbox_spec(shared, &dir, &socket_path, fence.attempt, repo)?;
     let started = spawn::start(
         shared,
         &argv,
