@@ -52,6 +52,7 @@ mod policy;
 mod prloop;
 mod promises;
 mod prstore;
+mod repos;
 mod requests;
 mod runs;
 mod sandbox;

@@ -1,0 +1,366 @@
+//! Real repositories, through the binary: several repositories per
+//! executor, each cloned (once, into Eagle's cache) and pushed with Eagle's
+//! own token against a git remote that demands it (git's own `git
+//! http-backend`), the token nowhere a worker or a log could show it; and
+//! a repository's setup, run confined with its package index reachable,
+//! its caches kept per lock file, the agent after it offline.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use base64::Engine as _;
+
+use crate::effects::git;
+use crate::support::git_http::GitHttp;
+use crate::support::package_index::{PackageIndex, tarball};
+use crate::support::{Db, Home, TestDb, eagle_bin, finish, text};
+
+const TOKEN: &str = "ghs_repoTestToken0123456789";
+
+/// A bare repository `<root>/<name>.git` with `main` at one commit holding
+/// `files`.
+fn bare_repo(root: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let bare = root.join(format!("{name}.git"));
+    let scratch = root.join(format!("{name}-scratch"));
+    std::fs::create_dir_all(&scratch).unwrap();
+    git(
+        root,
+        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+    );
+    git(&scratch, &["init", "-q", "-b", "main"]);
+    for (file, text) in files {
+        std::fs::write(scratch.join(file), text).unwrap();
+        git(&scratch, &["add", file]);
+    }
+    git(&scratch, &["commit", "-qm", "start"]);
+    git(&scratch, &["push", "-q", bare.to_str().unwrap(), "main"]);
+    bare
+}
+
+/// A new commit on `main` of `bare` that sets `file` to `text`.
+fn commit_to_main(root: &Path, bare: &Path, file: &str, text: &str) {
+    let scratch = root.join("again");
+    let _ = std::fs::remove_dir_all(&scratch);
+    git(
+        root,
+        &[
+            "clone",
+            "-q",
+            bare.to_str().unwrap(),
+            scratch.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(scratch.join(file), text).unwrap();
+    git(&scratch, &["commit", "-qam", "change"]);
+    git(&scratch, &["push", "-q", "origin", "main"]);
+}
+
+/// Adds `toml` to the executor's profile in `home`.
+fn add_to_executor(home: &Home, toml: &str) {
+    let path = home.profiles().join("executor.toml");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push('\n');
+    text.push_str(toml);
+    std::fs::write(&path, text).unwrap();
+}
+
+/// The worker script and the binary in `<home>/bin`, on the worker's PATH
+/// (the one place of the home a confined worker sees).
+fn worker_bin(home: &mut Home) -> PathBuf {
+    let bin = home.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    eagle::ground::host::chmod(&bin, 0o755).unwrap();
+    std::fs::copy(eagle_bin(), bin.join("eagle")).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/repo-worker.sh");
+    std::fs::copy(&script, bin.join("repo-worker.sh")).unwrap();
+    for file in ["eagle", "repo-worker.sh"] {
+        eagle::ground::host::chmod(&bin.join(file), 0o755).unwrap();
+    }
+    home.set(
+        "EAGLE_RUNNER__WORKER_COMMAND",
+        &format!("bash {}", bin.join("repo-worker.sh").display()),
+    )
+    .set("EAGLE_RUNNER__WORKER_PATH", "/usr/local/bin:/usr/bin:/bin")
+    .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s")
+    .set("EAGLE_RUNNER__MAX_ATTEMPTS", "1");
+    bin
+}
+
+/// Runs the home's own copy of the binary as `eagle shell` in a blocking
+/// thread (the test's servers answer meanwhile): stdout, stderr.
+async fn shell(home: &Home, input: &str) -> (String, String) {
+    let (env, dir, input) = (
+        home.env.clone(),
+        home.dir.path().to_path_buf(),
+        input.to_string(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let child = Command::new(dir.join("bin/eagle"))
+            .arg("shell")
+            .env_clear()
+            .envs(&env)
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn eagle shell");
+        let out = finish(child, input.as_bytes(), "eagle shell");
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        (stdout, stderr)
+    })
+    .await
+    .expect("the shell's thread")
+}
+
+/// A run's working directory in `home`.
+fn work(home: &Home, run: i64) -> PathBuf {
+    home.dir
+        .path()
+        .join(format!("data/executor/runs/{run}/work"))
+}
+
+/// What the worker of `run` noted, one line each.
+fn notes(home: &Home, run: i64) -> Vec<String> {
+    std::fs::read_to_string(work(home, run).join("notes.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every regular file under `dir` that holds `needle`.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(path);
+            } else if meta.is_file()
+                && std::fs::read(&path)
+                    .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// Two repositories over HTTPS-like git that demands a token: each task
+/// goes to its repository, each run's push lands on its own branch there
+/// and nowhere else, the checkout's origin is the plain URL, and the token
+/// is in no file, no worker's view of any process, and no log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_repositories_each_run_pushes_its_own_with_eagles_token_and_nothing_shows_it() {
+    let db = TestDb::new(Db::Sqlite).await;
+    let served = tempfile::tempdir().unwrap();
+    let web = bare_repo(served.path(), "web", &[("README", "web\n")]);
+    let api = bare_repo(served.path(), "api", &[("README", "api\n")]);
+    let server = GitHttp::start(served.path(), TOKEN).await;
+    let mut home = Home::new();
+    worker_bin(&mut home);
+    home.set("EAGLE_DATABASE_URL", &db.url)
+        .set("GIT_TOKEN", TOKEN)
+        .set("RUST_LOG", "trace");
+    add_to_executor(
+        &home,
+        &format!(
+            "[[runner.repos]]\nname = \"web\"\nurl = \"{}\"\ntoken_env = \"GIT_TOKEN\"\n\n\
+             [[runner.repos]]\nname = \"api\"\nurl = \"{}\"\ntoken_env = \"GIT_TOKEN\"\n",
+            server.url("web"),
+            server.url("api")
+        ),
+    );
+    let (stdout, stderr) = shell(
+        &home,
+        "!queue --repo web Web work mode:push\n!go 1\n!queue --repo api Api work mode:push\n!go 2\n\
+         !status 1\n!queue --repo nowhere Lost work\n",
+    )
+    .await;
+    assert!(stdout.contains("Queued task #1 (in web)"), "{stdout}");
+    assert!(stdout.contains("repository: web"), "{stdout}");
+    assert!(
+        stdout.contains("There is no repository named nowhere"),
+        "{stdout}"
+    );
+    let head = |bare: &Path, branch: &str| crate::effects::head_of(bare, branch);
+    // Each run's commit is on its own branch of its own repository only.
+    for (run, bare, other) in [(1, &web, &api), (2, &api, &web)] {
+        let branch = format!("eagle/run-{run}");
+        let notes = notes(&home, run);
+        assert!(
+            notes.contains(&"push ok".to_string()),
+            "run {run}: {notes:?}\n{stdout}"
+        );
+        let pushed = head(bare, &branch).unwrap_or_else(|| panic!("no {branch} in {bare:?}"));
+        let files = Command::new("git")
+            .args([
+                "--git-dir",
+                bare.to_str().unwrap(),
+                "ls-tree",
+                "--name-only",
+                &pushed,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&files.stdout).contains(&format!("run-{run}.txt")),
+            "{files:?}"
+        );
+        assert_eq!(
+            head(other, &branch),
+            None,
+            "run {run} pushed into the other repository"
+        );
+        // The checkout's origin is the plain URL, and it borrows the cache's objects.
+        let name = bare.file_stem().unwrap().to_str().unwrap();
+        assert!(
+            notes.contains(&format!("origin {}", server.url(name))),
+            "{notes:?}"
+        );
+        let alternates =
+            std::fs::read_to_string(work(&home, run).join(".git/objects/info/alternates")).unwrap();
+        assert!(
+            alternates
+                .trim()
+                .ends_with(&format!("data/repos/{name}.git/objects")),
+            "{alternates}"
+        );
+    }
+    // Eagle's git sent the token, and only it; nothing was refused.
+    assert_eq!(server.authorizations(), vec![TOKEN.to_string()]);
+    assert_eq!(server.refused(), 0);
+    // Nowhere to be seen: not in any file under the home (Eagle's data,
+    // the runs, the workers' copies of every process's environment and
+    // command line), not in any log line at trace level.
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{TOKEN}"));
+    for needle in [TOKEN, basic.as_str()] {
+        let found = files_holding(home.dir.path(), needle.as_bytes())
+            .into_iter()
+            // The profile names the variable, and the test's environment holds it.
+            .filter(|p| !p.ends_with("executor.toml"))
+            .collect::<Vec<_>>();
+        assert!(found.is_empty(), "{needle} found in {found:#?}");
+        assert!(!stdout.contains(needle) && !stderr.contains(needle));
+    }
+    assert!(
+        stderr.contains("TRACE") || stderr.contains("trace"),
+        "no trace log: {stderr:.500}"
+    );
+    // The repositories are announced: a second executor could not be told otherwise.
+    let store = db.store().await;
+    let names: Vec<String> = store
+        .repos()
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(names, vec!["api".to_string(), "web".to_string()]);
+}
+
+/// A repository's setup runs confined with only its package index
+/// reachable; the agent then finds the package and cannot reach the index
+/// (its attempts refused and recorded); a second run with the same lock
+/// file starts without the setup (the index sees no second fetch), a
+/// changed lock file runs it again; a failing setup holds its run with the
+/// log's tail, and no worker starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_setup_runs_once_per_lock_file_and_the_agent_stays_offline() {
+    let db = TestDb::new(Db::Sqlite).await;
+    let served = tempfile::tempdir().unwrap();
+    let web = bare_repo(
+        served.path(),
+        "web",
+        &[("README", "web\n"), ("package-lock.json", "{\"v\": 1}\n")],
+    );
+    let index = PackageIndex::start(&[(
+        "pkg/demo.tar",
+        tarball(&[("lib.txt", b"demo 1.0\n".as_slice())]),
+    )])
+    .await;
+    let mut home = Home::new();
+    worker_bin(&mut home);
+    home.set("EAGLE_DATABASE_URL", &db.url)
+        .set("EAGLE_RUNNER__SANDBOX__MODE", "on");
+    let setup = format!(
+        "mkdir -p deps && curl -fsS {}/pkg/demo.tar | tar -x -C deps",
+        index.url()
+    );
+    add_to_executor(
+        &home,
+        &format!(
+            "[[runner.repos]]\nname = \"web\"\nurl = \"{web}\"\nsetup = \"{setup}\"\n\
+             setup_allow_hosts = [\"127.0.0.1:{port}\"]\ncache = [\"deps\"]\n\
+             cache_key = [\"package-lock.json\"]\n\n\
+             [[runner.repos]]\nname = \"broken\"\nurl = \"{web}\"\n\
+             setup = \"echo the-registry-is-down >&2; exit 3\"\n",
+            web = web.display(),
+            port = index.port(),
+        ),
+    );
+    let task = |n: i64| {
+        format!(
+            "!queue --repo web Build {n} mode:setup index:{}\n!go {n}\n",
+            index.url()
+        )
+    };
+    let (first, _) = shell(&home, &format!("{}!status run 1\n", task(1))).await;
+    let notes1 = notes(&home, 1);
+    assert!(
+        notes1.contains(&"dep demo 1.0".to_string()),
+        "{notes1:?}\n{first}"
+    );
+    assert!(notes1.contains(&"fetch refused".to_string()), "{notes1:?}");
+    assert!(notes1.contains(&"upload refused".to_string()), "{notes1:?}");
+    assert_eq!(index.fetches("pkg/demo.tar"), 1, "{first}");
+    assert_eq!(index.uploads(), 0);
+    assert!(first.contains("setup: ran"), "{first}");
+    // The agent's attempts are recorded as the run's refusals.
+    assert!(first.contains("network: refused"), "{first}");
+
+    let (second, _) = shell(&home, &format!("{}!status run 2\n", task(2))).await;
+    let notes2 = notes(&home, 2);
+    assert!(
+        notes2.contains(&"dep demo 1.0".to_string()),
+        "{notes2:?}\n{second}"
+    );
+    assert_eq!(
+        index.fetches("pkg/demo.tar"),
+        1,
+        "the setup ran again:\n{second}"
+    );
+    assert!(second.contains("setup: cached"), "{second}");
+
+    commit_to_main(served.path(), &web, "package-lock.json", "{\"v\": 2}\n");
+    let (third, _) = shell(&home, &task(3)).await;
+    assert!(
+        notes(&home, 3).contains(&"dep demo 1.0".to_string()),
+        "{third}"
+    );
+    assert_eq!(index.fetches("pkg/demo.tar"), 2, "{third}");
+
+    let (broken, _) = shell(
+        &home,
+        "!queue --repo broken Never mode:setup\n!go 4\n!status run 4\n",
+    )
+    .await;
+    assert!(broken.contains("setup_failed"), "{broken}");
+    assert!(broken.contains("the-registry-is-down"), "{broken}");
+    assert!(broken.contains("held"), "{broken}");
+    assert!(
+        notes(&home, 4).is_empty(),
+        "a worker started after a failed setup"
+    );
+}
