@@ -31,7 +31,8 @@ use url::Url;
 
 use crate::ground::repo::Repo;
 use crate::integrations::github::Error;
-use crate::integrations::github::client::{http_client, parse_untold, status_error, what};
+use crate::integrations::github::client::{http_client, what};
+use crate::integrations::github::error::{error_chain, parse_untold, status_error};
 
 /// An installation token is renewed when less than this of its life is left.
 pub const RENEW_BEFORE: Duration = Duration::from_secs(5 * 60);
@@ -301,7 +302,7 @@ impl App {
                 detail: if e.is_timeout() {
                     "timed out".into()
                 } else {
-                    crate::integrations::github::client::error_chain(&e.without_url())
+                    error_chain(&e.without_url())
                 },
             })?;
         let status = response.status().as_u16();
@@ -310,7 +311,7 @@ impl App {
             .await
             .map_err(|e| Error::Transport {
                 what: what.clone(),
-                detail: crate::integrations::github::client::error_chain(&e.without_url()),
+                detail: error_chain(&e.without_url()),
             })?
             .to_vec();
         if status != expected {
@@ -336,7 +337,15 @@ impl App {
             Some(repo) => {
                 let url = self.url(&["repos", repo.owner(), repo.name(), "installation"])?;
                 let what = what(&Method::GET, &url);
-                let body = self.send(Method::GET, url, 200).await?;
+                let body = match self.send(Method::GET, url, 200).await {
+                    Err(Error::NotFound { what }) => {
+                        return Err(Error::InvalidInput(format!(
+                            "the GitHub App {} is not installed on {repo} ({what}: 404): install it there, or give github.installation_id",
+                            self.app_id
+                        )));
+                    }
+                    other => other?,
+                };
                 parse_untold::<Installation>(&what, &body, "an installation (id)")?.id
             }
             None => self.only_installation().await?,

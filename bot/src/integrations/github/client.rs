@@ -20,6 +20,7 @@ use url::Url;
 use crate::integrations::github::Error;
 use crate::integrations::github::auth::GitHubAuth;
 use crate::integrations::github::cache::{CachedResponse, EtagCache, MemoryEtagCache};
+use crate::integrations::github::error::{error_chain, parse, status_error};
 use crate::integrations::github::ratelimit::{
     Api, BudgetView, LimitHeaders, Limits, RetryPolicy, limit_wait_parsed,
 };
@@ -34,8 +35,6 @@ pub const DEFAULT_API_URL: &str = "https://api.github.com";
 /// GitHub itself caps check runs at 1,000 suites and filtered workflow runs
 /// at 1,000 results.
 pub const MAX_PAGES: usize = 100;
-/// The longest error message kept from a body.
-const MESSAGE_CHARS: usize = 300;
 
 /// What a [`GitHub`] client needs.
 #[derive(Debug, Clone)]
@@ -615,91 +614,6 @@ pub(crate) fn http_client(user_agent: &str, timeout: Duration) -> Result<reqwest
         .map_err(|e| Error::InvalidInput(format!("cannot build the HTTP client: {e}")))
 }
 
-/// An error and its sources, one line.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-/// Parses a JSON body as `T`.
-pub(crate) fn parse<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, Error> {
-    serde_json::from_slice(body).map_err(|e| Error::Malformed {
-        what: what.to_owned(),
-        detail: format!("not the JSON expected: {e}"),
-    })
-}
-
-/// Parses a JSON body that may hold a secret as `T`: on failure the
-/// message says what was expected, never what serde saw.
-pub(crate) fn parse_untold<T: DeserializeOwned>(
-    what: &str,
-    body: &[u8],
-    expected: &str,
-) -> Result<T, Error> {
-    serde_json::from_slice(body).map_err(|_| Error::Malformed {
-        what: what.to_owned(),
-        detail: format!("not {expected}"),
-    })
-}
-
-/// The error for a status that is not success (rate limits are handled
-/// before this).
-pub(crate) fn status_error(
-    what: &str,
-    status: u16,
-    body: &[u8],
-    permission: &'static str,
-) -> Error {
-    let what = what.to_owned();
-    let message = message_of(body);
-    match status {
-        401 => Error::Unauthorized { what, message },
-        403 => Error::Forbidden {
-            what,
-            permission,
-            message,
-        },
-        404 => Error::NotFound { what },
-        500..=599 => Error::Server { what, status },
-        _ => Error::Rejected {
-            what,
-            status,
-            message,
-        },
-    }
-}
-
-/// GitHub's `message` (or GraphQL's `errors[].message`), cut short.
-pub(crate) fn message_of(body: &[u8]) -> String {
-    let text = match serde_json::from_slice::<Value>(body) {
-        Ok(v) => match v.get("message").and_then(Value::as_str) {
-            Some(m) => m.to_owned(),
-            None => v
-                .get("errors")
-                .and_then(Value::as_array)
-                .map(|errors| {
-                    errors
-                        .iter()
-                        .filter_map(|e| e.get("message").and_then(Value::as_str))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                })
-                .unwrap_or_default(),
-        },
-        Err(_) => String::new(),
-    };
-    if text.is_empty() {
-        return "(no message)".to_owned();
-    }
-    crate::integrations::github::threads::excerpt(&text, MESSAGE_CHARS)
-}
-
 /// The `rel="next"` URL of a `link` header.
 pub(crate) fn next_link(header: &str) -> Option<String> {
     header.split(',').find_map(|part| {
@@ -786,28 +700,5 @@ mod tests {
         assert!(GitHub::new(config).is_err());
         let gh = client(DEFAULT_API_URL);
         assert!(!format!("{gh:?}").contains("secret"));
-    }
-
-    #[test]
-    fn status_errors_say_what_and_why() {
-        let body = br#"{"message":"Resource not accessible by personal access token"}"#;
-        let e = status_error("POST /x", 403, body, "Actions: write");
-        assert_eq!(
-            e,
-            Error::Forbidden {
-                what: "POST /x".into(),
-                permission: "Actions: write",
-                message: "Resource not accessible by personal access token".into()
-            }
-        );
-        assert_eq!(message_of(b"<html>"), "(no message)");
-        assert!(matches!(
-            status_error("GET /x", 502, b"<html>", "x"),
-            Error::Server { status: 502, .. }
-        ));
-        assert!(matches!(
-            status_error("GET /x", 422, b"{}", "x"),
-            Error::Rejected { status: 422, .. }
-        ));
     }
 }

@@ -8,7 +8,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::integrations::github::Error;
-use crate::integrations::github::client::{GitHub, parse, status_error};
+use crate::integrations::github::client::GitHub;
+use crate::integrations::github::error::{parse, status_error};
 use crate::integrations::github::types::{PullRequest, Repo};
 
 const PULLS_READ: &str = "Pull requests: read";
