@@ -45,7 +45,7 @@ struct AppWorld {
     repo: Repo,
     private: String,
     installation: u64,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 async fn app_world(lifetime: Duration) -> AppWorld {
@@ -62,7 +62,7 @@ async fn app_world(lifetime: Duration) -> AppWorld {
         repo: REPO.parse().unwrap(),
         private,
         installation,
-        _dir: dir,
+        dir,
     }
 }
 
@@ -205,7 +205,7 @@ async fn a_token_near_its_expiry_is_renewed_before_use_once_for_concurrent_calle
 #[tokio::test]
 async fn another_key_gets_a_clear_error_without_key_jwt_or_token() {
     let w = app_world(Duration::from_secs(3600)).await;
-    let (other, _) = rsa_pair(w._dir.path(), "other");
+    let (other, _) = rsa_pair(w.dir.path(), "other");
     let n = w.fake.open_pr(REPO, PrSpec::new("someone", "fix/a", SHA));
     let gh = w.client(&other, Some(w.installation));
     let e = gh.pull_request(&w.repo, n).await.unwrap_err();
@@ -360,6 +360,32 @@ async fn check_says_the_credential_kind_and_that_the_exchange_works() {
             "{secret}"
         );
     }
+    assert_eq!(w.fake.installation_tokens_issued(), 1);
+    w.fake.assert_clean();
+}
+
+#[tokio::test]
+async fn a_repository_the_app_is_not_installed_on_is_named_in_the_error() {
+    let w = app_world(Duration::from_secs(3600)).await;
+    let auth = GitHubAuth::app(
+        w.fake.url().parse().unwrap(),
+        APP_ID,
+        None,
+        &SecretString::from(w.private.clone()),
+    )
+    .unwrap();
+    let other: Repo = "acme/other".parse().unwrap();
+    let e = auth.token_for(Some(&other)).await.unwrap_err().to_string();
+    assert!(
+        e.contains("the GitHub App 4242 is not installed on acme/other")
+            && e.contains("github.installation_id"),
+        "{e}"
+    );
+    // The App's only installation serves a caller that names no repository.
+    let token = auth.token_for(None).await.unwrap();
+    assert!(token.expose_secret().starts_with("ghs_"));
+    let token_again = auth.token_for(Some(&w.repo)).await.unwrap();
+    assert_eq!(token_again.expose_secret(), token.expose_secret());
     assert_eq!(w.fake.installation_tokens_issued(), 1);
     w.fake.assert_clean();
 }
