@@ -112,6 +112,8 @@ async fn an_app_finds_its_installation_and_calls_with_an_installation_token() {
     assert_eq!(gh.auth().kind(), "GitHub App");
     let pull = gh.pull_request(&w.repo, n).await.expect("the PR");
     assert_eq!(pull.number, n);
+    let threads = gh.review_threads(&w.repo, n).await.expect("GraphQL");
+    assert!(threads.threads.is_empty());
     gh.create_issue_comment(&w.repo, n, "from the App")
         .await
         .expect("a comment");
@@ -127,6 +129,7 @@ async fn an_app_finds_its_installation_and_calls_with_an_installation_token() {
             ),
             row("POST", &tokens, Some("eagle-app"), 201),
             row("GET", &format!("/repos/acme/app/pulls/{n}"), Some(BOT), 200),
+            row("POST", "/graphql", Some(BOT), 200),
             row(
                 "POST",
                 &format!("/repos/acme/app/issues/{n}/comments"),

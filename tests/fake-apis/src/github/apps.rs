@@ -177,7 +177,16 @@ pub(crate) fn installation_caller(state: &mut State, token: &str) -> Option<Resu
 
 /// Whether an installation may see `repo`.
 pub(crate) fn holds(state: &State, installation: u64, repo: &RepoPath) -> bool {
-    let name = format!("{}/{}", repo.owner, repo.name).to_lowercase();
+    holds_named(
+        state,
+        installation,
+        &format!("{}/{}", repo.owner, repo.name),
+    )
+}
+
+/// Whether an installation may see the repository `owner/name`.
+pub(crate) fn holds_named(state: &State, installation: u64, full_name: &str) -> bool {
+    let name = full_name.to_lowercase();
     state
         .apps
         .installations

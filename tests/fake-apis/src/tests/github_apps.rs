@@ -103,6 +103,19 @@ async fn a_jwt_buys_an_installation_token_that_works_until_it_expires() {
         404,
         "a repository the installation does not hold is hidden"
     );
+    let query = "query($name: String!) { repository(owner: \"acme\", name: $name) { name } }";
+    let own = bot.graphql(query, json!({"name": "app"})).await;
+    assert_eq!(
+        own.body["data"]["repository"]["name"], "app",
+        "{:?}",
+        own.body
+    );
+    let hidden = bot.graphql(query, json!({"name": "other"})).await;
+    assert_eq!(
+        hidden.body["errors"][0]["type"], "NOT_FOUND",
+        "{:?}",
+        hidden.body
+    );
     let user = bot.get("/user").await;
     assert_eq!(user.status, 403);
     assert_eq!(
