@@ -143,6 +143,12 @@ async fn an_app_finds_its_installation_and_calls_with_an_installation_token() {
         1,
         "one token for both calls"
     );
+    // Its own login is the App's bot, not a user (`GET /user` is 403).
+    assert_eq!(gh.own_login().await.unwrap(), BOT);
+    assert_eq!(
+        w.fake.requests().last().map(|r| r.path.clone()).as_deref(),
+        Some("/app")
+    );
     // The token git would push with is the one the client sends.
     let token = gh.auth().token_for(Some(&w.repo)).await.unwrap();
     assert!(token.expose_secret().starts_with("ghs_"));
@@ -390,5 +396,36 @@ async fn a_repository_the_app_is_not_installed_on_is_named_in_the_error() {
     let token_again = auth.token_for(Some(&w.repo)).await.unwrap();
     assert_eq!(token_again.expose_secret(), token.expose_secret());
     assert_eq!(w.fake.installation_tokens_issued(), 1);
+    w.fake.assert_clean();
+}
+
+#[tokio::test]
+async fn the_apps_own_acknowledgement_closes_a_thread_and_a_namesake_users_does_not() {
+    let w = app_world(Duration::from_secs(3600)).await;
+    let n = w.fake.open_pr(REPO, PrSpec::new("someone", "fix/a", SHA));
+    let f = &w.fake;
+    let acked = f.add_review_thread(REPO, n, Some("sam"), "src/a.rs", Some(1), "rename");
+    let forged = f.add_review_thread(REPO, n, Some("sam"), "src/b.rs", Some(2), "split it");
+    // A user named like the App's slug is not the App.
+    f.reply_to_thread(REPO, &forged, Some("eagle-app"), "[ACKNOWLEDGED: done]");
+    let gh = w.client(&w.private, None);
+    gh.reply_to_thread(&acked, "[ACKNOWLEDGED: renamed]")
+        .await
+        .expect("a reply");
+    assert_eq!(
+        f.thread_comments(REPO, &acked).last().unwrap().0.as_deref(),
+        Some(BOT)
+    );
+    let view = gh
+        .poll_pull_request(&w.repo, n, &PollSettings::default(), None)
+        .await
+        .expect("a view");
+    let open: Vec<String> = view
+        .open_threads
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(open, [forged]);
     w.fake.assert_clean();
 }

@@ -224,6 +224,23 @@ impl GitHubAuth {
         true
     }
 
+    /// A GitHub App's slug (`GET /app`, as the App), which its installation
+    /// tokens act as (`{slug}[bot]`); `None` for a token given to Eagle.
+    pub async fn app_slug(&self) -> Result<Option<String>, Error> {
+        #[derive(Deserialize)]
+        struct AppInfo {
+            slug: String,
+        }
+        let Credential::App(app) = &*self.credential else {
+            return Ok(None);
+        };
+        let url = app.url(&["app"])?;
+        let what = what(&Method::GET, &url);
+        let body = app.send(Method::GET, url, 200).await?;
+        let info: AppInfo = parse_untold(&what, &body, "an App (slug)")?;
+        Ok(Some(info.slug))
+    }
+
     /// A token given to Eagle that is blank (an App's tokens never are).
     pub(crate) fn is_blank(&self) -> bool {
         matches!(&*self.credential, Credential::Token(t) if t.expose_secret().trim().is_empty())

@@ -126,7 +126,7 @@ struct Inner {
 
 impl GitHub {
     /// The login the token belongs to: Eagle's own account. Asked of
-    /// GitHub once (`GET /user`), then kept.
+    /// GitHub once (`GET /user`, or a GitHub App's `GET /app`), then kept.
     pub async fn own_login(&self) -> Result<String, Error> {
         self.inner
             .login

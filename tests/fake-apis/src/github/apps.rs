@@ -268,6 +268,20 @@ pub(crate) fn repo_installation(state: &mut State, ctx: &Ctx<'_>, repo: &RepoPat
     }
 }
 
+/// `GET /app`: the calling App.
+pub(crate) fn get(state: &mut State, ctx: &Ctx<'_>) -> Outcome {
+    let app_id = ctx.app.unwrap_or_default();
+    let slug = state.apps.apps[&app_id].slug.clone();
+    Ok(Answer::ok(json!({
+        "id": app_id,
+        "slug": slug,
+        "name": slug,
+        "html_url": format!("https://github.com/apps/{slug}"),
+        "permissions": permissions(),
+        "events": [],
+    })))
+}
+
 /// `GET /app/installations`: the calling App's installations (one page).
 pub(crate) fn list(state: &mut State, ctx: &Ctx<'_>) -> Outcome {
     let app_id = ctx.app.unwrap_or_default();

@@ -358,6 +358,8 @@ pub enum Route {
     RepoInstallation,
     /// `GET /app/installations`.
     AppInstallations,
+    /// `GET /app`.
+    GetApp,
     /// Every request.
     Any,
 }

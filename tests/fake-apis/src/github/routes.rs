@@ -35,6 +35,7 @@ pub(crate) enum Endpoint {
     InstallationToken(u64),
     RepoInstallation(RepoPath),
     AppInstallations,
+    GetApp,
 }
 
 impl Endpoint {
@@ -61,6 +62,7 @@ impl Endpoint {
             Endpoint::InstallationToken(..) => Route::InstallationToken,
             Endpoint::RepoInstallation(..) => Route::RepoInstallation,
             Endpoint::AppInstallations => Route::AppInstallations,
+            Endpoint::GetApp => Route::GetApp,
         }
     }
 
@@ -72,6 +74,7 @@ impl Endpoint {
             Endpoint::InstallationToken(..)
                 | Endpoint::RepoInstallation(..)
                 | Endpoint::AppInstallations
+                | Endpoint::GetApp
         )
     }
 
@@ -97,7 +100,8 @@ impl Endpoint {
             Endpoint::GetUser
             | Endpoint::GraphQl
             | Endpoint::InstallationToken(_)
-            | Endpoint::AppInstallations => None,
+            | Endpoint::AppInstallations
+            | Endpoint::GetApp => None,
         }
     }
 
@@ -151,6 +155,9 @@ pub(crate) fn resolve(method: &str, path: &str) -> Option<Endpoint> {
     }
     if path == "/user" {
         return (method == "GET").then_some(Endpoint::GetUser);
+    }
+    if path == "/app" {
+        return (method == "GET").then_some(Endpoint::GetApp);
     }
     if path == "/app/installations" {
         return (method == "GET").then_some(Endpoint::AppInstallations);
@@ -264,6 +271,8 @@ mod tests {
                 "/app/installations",
                 Some(Endpoint::AppInstallations),
             ),
+            ("GET", "/app", Some(Endpoint::GetApp)),
+            ("POST", "/app", None),
             (
                 "GET",
                 "/repos/o/r/installation",

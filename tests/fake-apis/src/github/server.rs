@@ -520,6 +520,7 @@ fn dispatch(state: &mut State, ctx: &Ctx<'_>, endpoint: &Endpoint) -> Outcome {
         Endpoint::InstallationToken(id) => apps::access_token(state, ctx, *id),
         Endpoint::RepoInstallation(repo) => apps::repo_installation(state, ctx, repo),
         Endpoint::AppInstallations => apps::list(state, ctx),
+        Endpoint::GetApp => apps::get(state, ctx),
         Endpoint::GraphQl => Err(ApiError::not_found()),
     }
 }

@@ -74,6 +74,11 @@ async fn a_jwt_buys_an_installation_token_that_works_until_it_expires() {
     assert_eq!(found.body["id"], installation);
     assert_eq!(found.body["app_id"], APP_ID);
     assert_eq!(app.get("/repos/acme/other/installation").await.status, 404);
+    let me = app.get("/app").await;
+    assert_eq!(
+        (me.body["id"].as_u64(), me.body["slug"].as_str()),
+        (Some(APP_ID), Some("eagle-app"))
+    );
     let listed = app.get("/app/installations").await;
     assert_eq!(listed.body.as_array().map(Vec::len), Some(1));
 
