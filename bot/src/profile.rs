@@ -323,8 +323,9 @@ pub struct GithubSettings {
     /// The branch runs' PRs go into (`github.base`, default `main`): Eagle
     /// opens each run's draft PR against it and merges only a PR into it.
     pub base: String,
-    /// From the environment variable `token_env` or the file `token_file`.
-    pub token: SecretString,
+    /// A token (`token_env`, `token_file`) or a GitHub App (`app_id`,
+    /// `private_key_file`, `installation_id`).
+    pub credential: GitHubCredential,
     /// Checks that must be green (by name); other failing checks fail CI too.
     pub required_checks: Vec<String>,
     /// Labels a draft PR must carry; missing ones are added.
@@ -351,6 +352,22 @@ pub struct GithubSettings {
     /// with write access (`author_association` OWNER, MEMBER, COLLABORATOR)
     /// and these logins; everyone else's are ignored.
     pub trusted: crate::ground::repo::Trusted,
+}
+
+/// How Eagle authenticates to GitHub. `Debug` shows no secret.
+#[derive(Debug, Clone)]
+pub enum GitHubCredential {
+    /// A token from the environment variable `token_env` or the file
+    /// `token_file` (a fine-grained personal access token).
+    Token(SecretString),
+    /// A GitHub App: its id, the installation if given (else found for the
+    /// repository), and its private key (PEM) read from `private_key_file`
+    /// at start-up.
+    App {
+        app_id: u64,
+        installation_id: Option<u64>,
+        private_key: SecretString,
+    },
 }
 
 /// Asana intake (`[asana]`).

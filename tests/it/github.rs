@@ -25,6 +25,7 @@ use fake_apis::{
 use secrecy::SecretString;
 use serde_json::{Map, json};
 
+mod app;
 mod limits;
 mod views;
 mod writes;

@@ -258,7 +258,7 @@ async fn two_repositories_each_run_pushes_its_own_with_eagles_token_and_nothing_
         "no trace log: {stderr:.500}"
     );
     // The repositories are announced: a second executor could not be told otherwise.
-    let store = db.store().await;
+    let store = db.open().await;
     let names: Vec<String> = store
         .repos()
         .list()

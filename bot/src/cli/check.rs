@@ -49,6 +49,12 @@ pub(super) async fn check(
         local_ok &= severity != Severity::Fail;
         println!("{label}  {text}");
     }
+    if let Some(github) = &profile.github {
+        let finding = github_auth_finding(github).await;
+        let label = if finding.ok { "ok  " } else { "FAIL" };
+        println!("{label}  {}", finding.text);
+        local_ok &= finding.ok;
+    }
     let creds = crate::transport::zulip::zuliprc::credentials(profile, env)?;
     println!(
         "ok    zuliprc {}: {} at {}",
@@ -89,6 +95,47 @@ pub(super) async fn check(
             profile.name
         );
         Ok(ExitCode::FAILURE)
+    }
+}
+
+/// Which credential GitHub gets (never the secret); for a GitHub App, that
+/// GitHub trades its JWT for an installation token.
+async fn github_auth_finding(settings: &crate::profile::GithubSettings) -> Finding {
+    let auth = match crate::daemon::clients::github_auth(settings) {
+        Ok(auth) => auth,
+        Err(e) => {
+            return Finding {
+                ok: false,
+                text: format!("github: {e}"),
+            };
+        }
+    };
+    let Some(app_id) = auth.app_id() else {
+        return Finding {
+            ok: true,
+            text: format!(
+                "github: authenticates with a {} (github.token_env or github.token_file)",
+                auth.kind()
+            ),
+        };
+    };
+    match auth.token_for(None).await {
+        Ok(_) => Finding {
+            ok: true,
+            text: format!(
+                "github: authenticates as {} {app_id}: an installation token for {} was issued",
+                auth.kind(),
+                settings.repo
+            ),
+        },
+        Err(e) => Finding {
+            ok: false,
+            text: format!(
+                "github: {} {app_id} gets no installation token for {}: {e}",
+                auth.kind(),
+                settings.repo
+            ),
+        },
     }
 }
 

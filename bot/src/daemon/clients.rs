@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::integrations::asana::{Asana, AsanaConfig, PlatformRule};
 use crate::integrations::github::cache::{CacheFuture, CachedResponse, EtagCache};
-use crate::integrations::github::{GitHub, GitHubConfig};
-use crate::profile::Profile;
+use crate::integrations::github::{GitHub, GitHubAuth, GitHubConfig};
+use crate::profile::{GithubSettings, Profile};
 use crate::store::{CachedAnswer, Store};
 
 /// ETags and bodies in the database.
@@ -48,16 +48,27 @@ impl EtagCache for StoreCache {
     }
 }
 
-/// The GitHub client of `profile`'s `[github]`, if it has one.
+/// The GitHub client of `profile`'s `[github]`, if it has one. Its
+/// credential ([`GitHub::auth`]) is also what git pushes with.
 pub fn github(profile: &Profile, store: &Store) -> anyhow::Result<Option<GitHub>> {
     let Some(settings) = &profile.github else {
         return Ok(None);
     };
-    let mut config = GitHubConfig::new(settings.token.clone());
+    let auth = github_auth(settings)
+        .map_err(|e| anyhow::anyhow!("profile {}: github: {e}", profile.name))?;
+    let mut config = GitHubConfig::with_auth(auth);
     config.api_url = settings.api_url.clone();
     let client = GitHub::with_etag_cache(config, Arc::new(StoreCache(store.clone())))
         .map_err(|e| anyhow::anyhow!("profile {}: github: {e}", profile.name))?;
     Ok(Some(client))
+}
+
+/// The credential of `[github]`: its token, or its GitHub App (the key
+/// parsed now), for the profile's repository.
+pub fn github_auth(
+    settings: &GithubSettings,
+) -> Result<GitHubAuth, crate::integrations::github::Error> {
+    GitHubAuth::of_settings(settings)
 }
 
 /// The Asana client of `profile`'s `[asana]`, if it has one.

@@ -245,6 +245,25 @@ impl Runner {
             anyhow::bail!("profile {}: {WORKERS_AS_ROOT}", profile.name);
         }
         let sandbox = confinement(profile, &exe, worker_user.as_ref())?;
+        // Eagle's git over HTTPS uses [github]'s credential (a token, or the
+        // App's installation token for the repository).
+        let github_token = match &profile.github {
+            None => None,
+            Some(settings) => {
+                let auth = crate::integrations::github::GitHubAuth::of_settings(settings)
+                    .map_err(|e| anyhow::anyhow!("profile {}: [github]: {e}", profile.name))?;
+                Some(crate::executor::repos::git::GitHubToken(Arc::new(
+                    move |repo| {
+                        let auth = auth.clone();
+                        Box::pin(async move {
+                            auth.token_for(repo.as_ref())
+                                .await
+                                .map_err(|e| e.to_string())
+                        })
+                    },
+                )))
+            }
+        };
         let shared = Shared {
             sandbox,
             store,
@@ -262,13 +281,7 @@ impl Runner {
             data_dir: profile.data_dir.clone(),
             active: options.busy,
             profile_name: profile.name.clone(),
-            github_token: profile.github.as_ref().map(|g| {
-                let token = g.token.clone();
-                crate::executor::repos::git::GitHubToken(std::sync::Arc::new(move |_repo| {
-                    let token = token.clone();
-                    Box::pin(async move { Ok(token) })
-                }))
-            }),
+            github_token,
         };
         Ok(Runner {
             shared: Arc::new(shared),

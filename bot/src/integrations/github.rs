@@ -16,11 +16,15 @@
 //!   GraphQL (no ETags there, every query costs points) only when the REST
 //!   view changed.
 //!
-//! The token lives in a [`secrecy::SecretString`] and goes only into the
+//! * [`auth`]: who Eagle is ([`GitHubAuth`]): a token given to it, or a
+//!   GitHub App whose installation tokens it mints and renews.
+//!
+//! Tokens live in a [`secrecy::SecretString`] and go only into the
 //! `Authorization` header, marked sensitive: no `Debug`, error or log line
-//! shows it. Nothing here touches the database; persistence is behind
+//! shows them. Nothing here touches the database; persistence is behind
 //! [`EtagCache`], which the PR loop implements over the store.
 
+pub mod auth;
 pub mod cache;
 pub mod ci;
 pub mod client;
@@ -34,6 +38,7 @@ pub mod types;
 pub mod view;
 pub mod write;
 
+pub use auth::GitHubAuth;
 pub use cache::{CachedResponse, EtagCache, MemoryEtagCache};
 pub use ci::{CiState, MergeGate, merge_gate, summarize};
 pub use client::{ClientStats, GitHub, GitHubConfig};

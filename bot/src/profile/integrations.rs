@@ -1,12 +1,12 @@
 //! `[analyzer]`, `[github]` and `[asana]`: validated once, like the rest.
-//! Tokens are secrets: they come from an environment variable or a file
-//! private to Eagle's user, never from the profile itself.
+//! Tokens and keys are secrets: they come from an environment variable or a
+//! file private to Eagle's user, never from the profile itself.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 
 use super::field::{Origins, duration, unix_user};
 use super::raw::{RawAnalyzer, RawAsana, RawGithub};
@@ -14,7 +14,9 @@ use super::worker_command::worker_command;
 use super::worker_env::env_names;
 use crate::ground::repo::Repo;
 
-use super::{AnalyzerSettings, AsanaSettings, GithubSettings, ProfileError, WorkerEnv};
+use super::{
+    AnalyzerSettings, AsanaSettings, GitHubCredential, GithubSettings, ProfileError, WorkerEnv,
+};
 
 const GITHUB_API: &str = "https://api.github.com";
 const ASANA_API: &str = "https://app.asana.com/api/1.0";
@@ -107,15 +109,7 @@ pub(super) fn github(
             ));
         }
     };
-    let token = token(
-        origins,
-        "github",
-        raw.token_env.as_deref(),
-        raw.token_file.as_deref(),
-        "GITHUB_TOKEN",
-        base,
-        env,
-    )?;
+    let credential = github_credential(&raw, origins, base, env)?;
     let base_branch = raw
         .base
         .map(|b| b.trim().to_string())
@@ -175,7 +169,7 @@ pub(super) fn github(
         api_url,
         repo,
         base: base_branch,
-        token,
+        credential,
         required_checks: names(origins, "github.required_checks", raw.required_checks)?,
         required_labels: names(origins, "github.required_labels", raw.required_labels)?,
         ci_workflow: raw.ci_workflow.filter(|w| !w.trim().is_empty()),
@@ -375,7 +369,100 @@ fn token(
     }
 }
 
-pub(super) fn read_token_file(path: &Path) -> Result<SecretString, String> {
+/// `[github]`'s credential: a token, or a GitHub App (`app_id`,
+/// `private_key_file`, `installation_id`), never both.
+fn github_credential(
+    raw: &RawGithub,
+    origins: &Origins<'_>,
+    base: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<GitHubCredential, ProfileError> {
+    let given = |keys: &[(&'static str, bool)]| -> Vec<&'static str> {
+        keys.iter()
+            .filter_map(|(key, set)| set.then_some(*key))
+            .collect()
+    };
+    let app_keys = given(&[
+        ("github.app_id", raw.app_id.is_some()),
+        ("github.private_key_file", raw.private_key_file.is_some()),
+        ("github.installation_id", raw.installation_id.is_some()),
+    ]);
+    if app_keys.is_empty() {
+        return token(
+            origins,
+            "github",
+            raw.token_env.as_deref(),
+            raw.token_file.as_deref(),
+            "GITHUB_TOKEN",
+            base,
+            env,
+        )
+        .map(GitHubCredential::Token);
+    }
+    let token_keys = given(&[
+        ("github.token_env", raw.token_env.is_some()),
+        ("github.token_file", raw.token_file.is_some()),
+    ]);
+    if !token_keys.is_empty() {
+        return Err(origins.error(
+            "github",
+            None,
+            format!(
+                "gives both a token ({}) and a GitHub App ({}): Eagle authenticates one way, keep one",
+                token_keys.join(", "),
+                app_keys.join(", ")
+            ),
+        ));
+    }
+    let id = |key: &str, value: i64| {
+        u64::try_from(value)
+            .ok()
+            .filter(|id| *id > 0)
+            .ok_or_else(|| {
+                origins.error(
+                    key,
+                    None,
+                    format!("{value} is not an id (a positive number)"),
+                )
+            })
+    };
+    let app_id = match raw.app_id {
+        Some(value) => id("github.app_id", value)?,
+        None => {
+            return Err(origins.error(
+                "github.app_id",
+                None,
+                "is missing: the GitHub App's id (\"App ID\" on its settings page)",
+            ));
+        }
+    };
+    let installation_id = raw
+        .installation_id
+        .map(|value| id("github.installation_id", value))
+        .transpose()?;
+    let key = "github.private_key_file";
+    let private_key = match raw.private_key_file.as_deref().map(str::trim) {
+        Some(file) if !file.is_empty() => {
+            let path = origins.resolve(key, base, file);
+            read_private_key(&path).map_err(|why| origins.error(key, None, why))?
+        }
+        _ => {
+            return Err(origins.error(
+                key,
+                None,
+                "is missing: the GitHub App's private key (the .pem GitHub generated), readable by Eagle's user only",
+            ));
+        }
+    };
+    Ok(GitHubCredential::App {
+        app_id,
+        installation_id,
+        private_key,
+    })
+}
+
+/// A file only Eagle's user may read, as text.
+fn read_private_file(path: &Path) -> Result<String, String> {
     use std::os::unix::fs::PermissionsExt;
     let meta =
         std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -385,8 +472,33 @@ pub(super) fn read_token_file(path: &Path) -> Result<SecretString, String> {
             path.display()
         ));
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// A GitHub App's private key: an RSA key in PEM that signs. The message
+/// never holds the key, nor what the parser saw in it.
+fn read_private_key(path: &Path) -> Result<SecretString, String> {
+    let text = SecretString::from(read_private_file(path)?);
+    let signs = jsonwebtoken::EncodingKey::from_rsa_pem(text.expose_secret().as_bytes())
+        .and_then(|key| {
+            jsonwebtoken::encode(
+                &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
+                &serde_json::json!({}),
+                &key,
+            )
+        })
+        .is_ok();
+    if !signs {
+        return Err(format!(
+            "{} is not an RSA private key in PEM: give the .pem GitHub generated for the App",
+            path.display()
+        ));
+    }
+    Ok(text)
+}
+
+pub(super) fn read_token_file(path: &Path) -> Result<SecretString, String> {
+    let text = read_private_file(path)?;
     let token = text.trim();
     if token.is_empty() {
         return Err(format!("{} is empty", path.display()));

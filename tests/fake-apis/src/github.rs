@@ -26,6 +26,11 @@
 //! github.assert_clean();
 //! ```
 //!
+//! It authenticates as GitHub does: personal tokens
+//! ([`FakeGitHub::create_token`]), and GitHub Apps ([`FakeGitHub::add_app`],
+//! [`FakeGitHub::install_app`]) whose RS256 JWTs are traded for expiring
+//! installation tokens (see `apps.rs`).
+//!
 //! It models trust as GitHub does: a repository's forks
 //! ([`FakeGitHub::add_fork`]), whose PRs name the fork as `head.repo`
 //! (GraphQL `headRepository`) whatever their branch is called;
@@ -45,6 +50,7 @@
 //! no commit gets 422 (check runs) or 404 (combined status).
 
 mod actions;
+mod apps;
 mod checks;
 mod control;
 mod errors;

@@ -31,8 +31,8 @@ pub use asana::model::{
 pub use common::journal::RecordedRequest;
 pub use github::FakeGitHub;
 pub use github::model::{
-    ACTIONS_APP_ID, CheckRunSpec, Dispatch, Fault as GitHubFault, IssueComment, PrSnapshot, PrSpec,
-    Protection, RateLimit, RepoSpec, Rerun, Resource, Route as GitHubRoute, WorkflowRunSpec,
-    WorkflowSpec,
+    ACTIONS_APP_ID, AppSpec, CheckRunSpec, Dispatch, Fault as GitHubFault, IssueComment,
+    PrSnapshot, PrSpec, Protection, RateLimit, RepoSpec, Rerun, Resource, Route as GitHubRoute,
+    WorkflowRunSpec, WorkflowSpec,
 };
 pub use llm::{FakeLlm, LlmCall, LlmFault, Rule as LlmRule, Step as LlmStep};

@@ -7,6 +7,7 @@ mod asana_lists;
 mod asana_rules;
 mod asana_stories;
 mod github;
+mod github_apps;
 mod github_ci;
 mod github_graphql;
 mod github_pulls;

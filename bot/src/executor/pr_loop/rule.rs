@@ -413,7 +413,9 @@ mod tests {
             api_url: url::Url::parse("https://api.github.com").unwrap(),
             repo: "acme/app".parse().unwrap(),
             base: "main".into(),
-            token: secrecy::SecretString::from("t".to_string()),
+            credential: crate::profile::GitHubCredential::Token(secrecy::SecretString::from(
+                "t".to_string(),
+            )),
             required_checks: vec![],
             required_labels: vec![],
             ci_workflow: Some("ci.yml".into()),

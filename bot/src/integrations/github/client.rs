@@ -1,4 +1,5 @@
-//! The HTTP side of the GitHub client: one [`GitHub`] per token, cheap to
+//! The HTTP side of the GitHub client: one [`GitHub`] per credential
+//! ([`GitHubAuth`]: a token, or a GitHub App's installation tokens), cheap to
 //! clone. It sends the headers GitHub asks for, makes every GET conditional
 //! through the [`EtagCache`], follows `link` pages, paces writes, and sits
 //! out rate limits as [`crate::integrations::github::ratelimit`] rules, within a
@@ -17,7 +18,9 @@ use tokio::time::Instant;
 use url::Url;
 
 use crate::integrations::github::Error;
+use crate::integrations::github::auth::GitHubAuth;
 use crate::integrations::github::cache::{CachedResponse, EtagCache, MemoryEtagCache};
+use crate::integrations::github::error::{error_chain, parse, status_error};
 use crate::integrations::github::ratelimit::{
     Api, BudgetView, LimitHeaders, Limits, RetryPolicy, limit_wait_parsed,
 };
@@ -32,8 +35,6 @@ pub const DEFAULT_API_URL: &str = "https://api.github.com";
 /// GitHub itself caps check runs at 1,000 suites and filtered workflow runs
 /// at 1,000 results.
 pub const MAX_PAGES: usize = 100;
-/// The longest error message kept from a body.
-const MESSAGE_CHARS: usize = 300;
 
 /// What a [`GitHub`] client needs.
 #[derive(Debug, Clone)]
@@ -41,8 +42,9 @@ pub struct GitHubConfig {
     /// The REST base, `https://api.github.com` (GitHub Enterprise:
     /// `https://HOST/api/v3`); GraphQL is derived from it.
     pub api_url: Url,
-    /// The token (a fine-grained PAT); sent only as `Authorization: Bearer`.
-    pub token: SecretString,
+    /// Who Eagle is: a token (a fine-grained PAT) or a GitHub App; the
+    /// token of the moment is sent only as `Authorization: Bearer`.
+    pub auth: GitHubAuth,
     /// `User-Agent`, which GitHub requires.
     pub user_agent: String,
     /// The longest any one request may take.
@@ -58,10 +60,16 @@ impl GitHubConfig {
     /// The public API with this token and the defaults: `eagle/<version>`,
     /// 30 s per request, [`RetryPolicy::default`], one second between writes.
     pub fn new(token: SecretString) -> GitHubConfig {
+        GitHubConfig::with_auth(GitHubAuth::token(token))
+    }
+
+    /// The public API with this credential and the defaults of
+    /// [`GitHubConfig::new`].
+    pub fn with_auth(auth: GitHubAuth) -> GitHubConfig {
         GitHubConfig {
             // A literal that parses: not input from anywhere.
             api_url: Url::parse(DEFAULT_API_URL).expect("the default API URL parses"),
-            token,
+            auth,
             user_agent: concat!("eagle/", env!("CARGO_PKG_VERSION")).to_owned(),
             timeout: Duration::from_secs(30),
             retry: RetryPolicy::default(),
@@ -94,7 +102,7 @@ struct Counters {
     waited_ms: AtomicU64,
 }
 
-/// A connection to GitHub for one token. Cloning shares the connection
+/// A connection to GitHub for one credential. Cloning shares the connection
 /// pool, the cache and the rate-limit memory.
 #[derive(Clone)]
 pub struct GitHub {
@@ -106,7 +114,7 @@ struct Inner {
     http: reqwest::Client,
     api_url: Url,
     graphql_url: Url,
-    token: SecretString,
+    auth: GitHubAuth,
     write_spacing: Duration,
     cache: Arc<dyn EtagCache>,
     limits: Limits,
@@ -118,7 +126,7 @@ struct Inner {
 
 impl GitHub {
     /// The login the token belongs to: Eagle's own account. Asked of
-    /// GitHub once (`GET /user`), then kept.
+    /// GitHub once (`GET /user`, or a GitHub App's `GET /app`), then kept.
     pub async fn own_login(&self) -> Result<String, Error> {
         self.inner
             .login
@@ -169,31 +177,17 @@ impl GitHub {
                 "the GitHub API URL {api_url} is not an http(s) base URL"
             )));
         }
-        if config.token.expose_secret().trim().is_empty() {
+        if config.auth.is_blank() {
             return Err(Error::InvalidInput("the GitHub token is empty".into()));
         }
-        // reqwest is built without a default crypto provider; ring is ours.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut headers = HeaderMap::new();
-        headers.insert(ACCEPT, HeaderValue::from_static(MEDIA_TYPE));
-        headers.insert(
-            "x-github-api-version",
-            HeaderValue::from_static(API_VERSION),
-        );
-        let http = reqwest::Client::builder()
-            .user_agent(config.user_agent)
-            .default_headers(headers)
-            .timeout(config.timeout)
-            .connect_timeout(config.timeout.min(Duration::from_secs(10)))
-            .build()
-            .map_err(|e| Error::InvalidInput(format!("cannot build the HTTP client: {e}")))?;
+        let http = http_client(&config.user_agent, config.timeout)?;
         let graphql_url = graphql_url(&api_url);
         Ok(GitHub {
             inner: Arc::new(Inner {
                 http,
                 api_url,
                 graphql_url,
-                token: config.token,
+                auth: config.auth,
                 write_spacing: config.write_spacing,
                 cache,
                 limits: Limits::default(),
@@ -212,6 +206,12 @@ impl GitHub {
             inner: Arc::clone(&self.inner),
             retry,
         }
+    }
+
+    /// The credential this client sends: a GitHub App's installation
+    /// tokens are also what git may push with (`token_for(Some(repo))`).
+    pub fn auth(&self) -> &GitHubAuth {
+        &self.inner.auth
     }
 
     /// The retry policy in use.
@@ -482,8 +482,36 @@ impl GitHub {
         }
     }
 
+    /// Sends once with the credential's token of the moment. A 401 to a
+    /// GitHub App's installation token (revoked, or expired before its
+    /// `expires_at`) renews the token and sends once more.
     async fn send_once(
         &self,
+        method: &Method,
+        url: &Url,
+        body: Option<&Value>,
+        etag: Option<&str>,
+        what: &str,
+    ) -> Result<Answer, Error> {
+        let auth = &self.inner.auth;
+        let token = auth.token_for(None).await?;
+        let answer = self
+            .send_with(&token, method, url, body, etag, what)
+            .await?;
+        if answer.status != StatusCode::UNAUTHORIZED || !auth.refused(&token).await {
+            return Ok(answer);
+        }
+        tracing::info!(
+            request = what,
+            "github refused the installation token: renewing it"
+        );
+        let token = auth.token_for(None).await?;
+        self.send_with(&token, method, url, body, etag, what).await
+    }
+
+    async fn send_with(
+        &self,
+        token: &SecretString,
         method: &Method,
         url: &Url,
         body: Option<&Value>,
@@ -495,7 +523,7 @@ impl GitHub {
             .http
             .request(method.clone(), url.clone())
             // bearer_auth marks the header sensitive: no log or Debug shows it.
-            .bearer_auth(self.inner.token.expose_secret());
+            .bearer_auth(token.expose_secret());
         if let Some(tag) = etag {
             request = request.header(IF_NONE_MATCH, tag);
         }
@@ -567,76 +595,23 @@ pub(crate) fn what(method: &Method, url: &Url) -> String {
     }
 }
 
-/// An error and its sources, one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-/// Parses a JSON body as `T`.
-pub(crate) fn parse<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, Error> {
-    serde_json::from_slice(body).map_err(|e| Error::Malformed {
-        what: what.to_owned(),
-        detail: format!("not the JSON expected: {e}"),
-    })
-}
-
-/// The error for a status that is not success (rate limits are handled
-/// before this).
-pub(crate) fn status_error(
-    what: &str,
-    status: u16,
-    body: &[u8],
-    permission: &'static str,
-) -> Error {
-    let what = what.to_owned();
-    let message = message_of(body);
-    match status {
-        401 => Error::Unauthorized { what, message },
-        403 => Error::Forbidden {
-            what,
-            permission,
-            message,
-        },
-        404 => Error::NotFound { what },
-        500..=599 => Error::Server { what, status },
-        _ => Error::Rejected {
-            what,
-            status,
-            message,
-        },
-    }
-}
-
-/// GitHub's `message` (or GraphQL's `errors[].message`), cut short.
-pub(crate) fn message_of(body: &[u8]) -> String {
-    let text = match serde_json::from_slice::<Value>(body) {
-        Ok(v) => match v.get("message").and_then(Value::as_str) {
-            Some(m) => m.to_owned(),
-            None => v
-                .get("errors")
-                .and_then(Value::as_array)
-                .map(|errors| {
-                    errors
-                        .iter()
-                        .filter_map(|e| e.get("message").and_then(Value::as_str))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                })
-                .unwrap_or_default(),
-        },
-        Err(_) => String::new(),
-    };
-    if text.is_empty() {
-        return "(no message)".to_owned();
-    }
-    crate::integrations::github::threads::excerpt(&text, MESSAGE_CHARS)
+/// A client with the headers GitHub asks of every request.
+pub(crate) fn http_client(user_agent: &str, timeout: Duration) -> Result<reqwest::Client, Error> {
+    // reqwest is built without a default crypto provider; ring is ours.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut headers = HeaderMap::new();
+    headers.insert(ACCEPT, HeaderValue::from_static(MEDIA_TYPE));
+    headers.insert(
+        "x-github-api-version",
+        HeaderValue::from_static(API_VERSION),
+    );
+    reqwest::Client::builder()
+        .user_agent(user_agent)
+        .default_headers(headers)
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .build()
+        .map_err(|e| Error::InvalidInput(format!("cannot build the HTTP client: {e}")))
 }
 
 /// The `rel="next"` URL of a `link` header.
@@ -721,32 +696,9 @@ mod tests {
         assert!(matches!(e, Error::InvalidInput(_)), "{e}");
         assert!(!format!("{e} {e:?} {config:?}").contains("github_pat_secret"));
         config.api_url = Url::parse(DEFAULT_API_URL).unwrap();
-        config.token = SecretString::from(" ");
+        config.auth = GitHubAuth::token(SecretString::from(" "));
         assert!(GitHub::new(config).is_err());
         let gh = client(DEFAULT_API_URL);
         assert!(!format!("{gh:?}").contains("secret"));
-    }
-
-    #[test]
-    fn status_errors_say_what_and_why() {
-        let body = br#"{"message":"Resource not accessible by personal access token"}"#;
-        let e = status_error("POST /x", 403, body, "Actions: write");
-        assert_eq!(
-            e,
-            Error::Forbidden {
-                what: "POST /x".into(),
-                permission: "Actions: write",
-                message: "Resource not accessible by personal access token".into()
-            }
-        );
-        assert_eq!(message_of(b"<html>"), "(no message)");
-        assert!(matches!(
-            status_error("GET /x", 502, b"<html>", "x"),
-            Error::Server { status: 502, .. }
-        ));
-        assert!(matches!(
-            status_error("GET /x", 422, b"{}", "x"),
-            Error::Rejected { status: 422, .. }
-        ));
     }
 }

@@ -2,11 +2,18 @@
 //! them: wait (rate limits), fix the token (401, 403), stop asking (404), or
 //! read why a merge was refused. Every message names the request
 //! (`METHOD /path`) and what went wrong; none holds the token, which never
-//! leaves the `Authorization` header.
+//! leaves the `Authorization` header. Also here: how an answer becomes one
+//! of them (its status, GitHub's `message`, a body that does not parse).
 
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
 use crate::integrations::github::ratelimit::LimitKind;
+
+/// The longest error message kept from a body.
+const MESSAGE_CHARS: usize = 300;
 
 /// What can go wrong talking to GitHub.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -211,6 +218,91 @@ impl From<crate::ground::repo::InvalidRepo> for Error {
     }
 }
 
+/// An error and its sources, one line.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Parses a JSON body as `T`.
+pub(crate) fn parse<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, Error> {
+    serde_json::from_slice(body).map_err(|e| Error::Malformed {
+        what: what.to_owned(),
+        detail: format!("not the JSON expected: {e}"),
+    })
+}
+
+/// Parses a JSON body that may hold a secret as `T`: on failure the
+/// message says what was expected, never what serde saw.
+pub(crate) fn parse_untold<T: DeserializeOwned>(
+    what: &str,
+    body: &[u8],
+    expected: &str,
+) -> Result<T, Error> {
+    serde_json::from_slice(body).map_err(|_| Error::Malformed {
+        what: what.to_owned(),
+        detail: format!("not {expected}"),
+    })
+}
+
+/// The error for a status that is not success (rate limits are handled
+/// before this).
+pub(crate) fn status_error(
+    what: &str,
+    status: u16,
+    body: &[u8],
+    permission: &'static str,
+) -> Error {
+    let what = what.to_owned();
+    let message = message_of(body);
+    match status {
+        401 => Error::Unauthorized { what, message },
+        403 => Error::Forbidden {
+            what,
+            permission,
+            message,
+        },
+        404 => Error::NotFound { what },
+        500..=599 => Error::Server { what, status },
+        _ => Error::Rejected {
+            what,
+            status,
+            message,
+        },
+    }
+}
+
+/// GitHub's `message` (or GraphQL's `errors[].message`), cut short.
+pub(crate) fn message_of(body: &[u8]) -> String {
+    let text = match serde_json::from_slice::<Value>(body) {
+        Ok(v) => match v.get("message").and_then(Value::as_str) {
+            Some(m) => m.to_owned(),
+            None => v
+                .get("errors")
+                .and_then(Value::as_array)
+                .map(|errors| {
+                    errors
+                        .iter()
+                        .filter_map(|e| e.get("message").and_then(Value::as_str))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
+                .unwrap_or_default(),
+        },
+        Err(_) => String::new(),
+    };
+    if text.is_empty() {
+        return "(no message)".to_owned();
+    }
+    crate::integrations::github::threads::excerpt(&text, MESSAGE_CHARS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,5 +391,28 @@ mod tests {
         };
         assert!(e.to_string().contains("Contents: write"), "{e}");
         assert!(!e.is_transient());
+    }
+
+    #[test]
+    fn status_errors_say_what_and_why() {
+        let body = br#"{"message":"Resource not accessible by personal access token"}"#;
+        let e = status_error("POST /x", 403, body, "Actions: write");
+        assert_eq!(
+            e,
+            Error::Forbidden {
+                what: "POST /x".into(),
+                permission: "Actions: write",
+                message: "Resource not accessible by personal access token".into()
+            }
+        );
+        assert_eq!(message_of(b"<html>"), "(no message)");
+        assert!(matches!(
+            status_error("GET /x", 502, b"<html>", "x"),
+            Error::Server { status: 502, .. }
+        ));
+        assert!(matches!(
+            status_error("GET /x", 422, b"{}", "x"),
+            Error::Rejected { status: 422, .. }
+        ));
     }
 }

@@ -9,7 +9,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::integrations::github::Error;
-use crate::integrations::github::client::{GitHub, parse, status_error};
+use crate::integrations::github::client::GitHub;
+use crate::integrations::github::error::{parse, status_error};
 use crate::integrations::github::threads::{ReviewThread, ThreadComment};
 use crate::integrations::github::types::Repo;
 

@@ -8,7 +8,8 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::integrations::github::client::{GitHub, parse, status_error};
+use crate::integrations::github::client::GitHub;
+use crate::integrations::github::error::{parse, status_error};
 use crate::integrations::github::types::{
     CheckRuns, CombinedStatus, IssueComment, MergeRequest, Merged, PullRequest, Repo, Review,
     ReviewComment, WorkflowRuns,
@@ -331,7 +332,7 @@ impl GitHub {
                 what,
                 reason: classify_merge_refusal(
                     status,
-                    &crate::integrations::github::client::message_of(&answer.body),
+                    &crate::integrations::github::error::message_of(&answer.body),
                 ),
             }),
             status => Err(status_error(

@@ -8,7 +8,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::integrations::github::Error;
-use crate::integrations::github::client::{GitHub, parse, status_error};
+use crate::integrations::github::client::GitHub;
+use crate::integrations::github::error::{parse, status_error};
 use crate::integrations::github::types::{PullRequest, Repo};
 
 const PULLS_READ: &str = "Pull requests: read";
@@ -104,11 +105,15 @@ impl GitHub {
         Ok(pages.into_iter().flatten().collect())
     }
 
-    /// `GET /user`: the token's login.
+    /// `GET /user`: the token's login; a GitHub App, which has no user,
+    /// acts as `{slug}[bot]` (its slug from `GET /app`).
     pub(crate) async fn fetch_own_login(&self) -> Result<String, Error> {
         #[derive(Deserialize)]
         struct User {
             login: String,
+        }
+        if let Some(slug) = self.auth().app_slug().await? {
+            return Ok(format!("{slug}[bot]"));
         }
         let url = self.rest_url(&["user"], &[])?;
         let user: User = self.get_json(url, "(any token)").await?;

@@ -170,6 +170,7 @@ fn run(state: &mut State, ctx: &Ctx<'_>) -> (u16, Value, u64) {
     let mut exec = Exec {
         state,
         login: ctx.login.to_owned(),
+        installation: ctx.installation,
         fragments,
         vars: coerced,
         errors: Vec::new(),

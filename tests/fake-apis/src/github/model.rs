@@ -258,6 +258,31 @@ pub struct IssueComment {
     pub created_at: String,
 }
 
+/// A GitHub App ([`crate::FakeGitHub::add_app`]).
+#[derive(Debug, Clone)]
+pub struct AppSpec {
+    /// The App's id (a JWT's `iss`).
+    pub id: u64,
+    /// Its slug: its installation tokens act as `{slug}[bot]`.
+    pub slug: String,
+    /// Its public key in PEM (`openssl rsa -in key.pem -pubout`).
+    pub public_key_pem: String,
+    /// How long an installation token lives (GitHub: an hour).
+    pub token_lifetime: Duration,
+}
+
+impl AppSpec {
+    /// An App whose installation tokens live an hour, as GitHub's do.
+    pub fn new(id: u64, slug: &str, public_key_pem: &str) -> AppSpec {
+        AppSpec {
+            id,
+            slug: slug.to_owned(),
+            public_key_pem: public_key_pem.to_owned(),
+            token_lifetime: Duration::from_secs(3600),
+        }
+    }
+}
+
 /// Which primary rate limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Resource {
@@ -327,6 +352,14 @@ pub enum Route {
     GetUser,
     /// `POST /graphql`.
     GraphQl,
+    /// `POST /app/installations/{id}/access_tokens`.
+    InstallationToken,
+    /// `GET /repos/{o}/{r}/installation`.
+    RepoInstallation,
+    /// `GET /app/installations`.
+    AppInstallations,
+    /// `GET /app`.
+    GetApp,
     /// Every request.
     Any,
 }

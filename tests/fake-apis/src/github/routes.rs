@@ -32,6 +32,10 @@ pub(crate) enum Endpoint {
     ListPulls(RepoPath),
     GetUser,
     GraphQl,
+    InstallationToken(u64),
+    RepoInstallation(RepoPath),
+    AppInstallations,
+    GetApp,
 }
 
 impl Endpoint {
@@ -55,6 +59,49 @@ impl Endpoint {
             Endpoint::ListPulls(..) => Route::ListPulls,
             Endpoint::GetUser => Route::GetUser,
             Endpoint::GraphQl => Route::GraphQl,
+            Endpoint::InstallationToken(..) => Route::InstallationToken,
+            Endpoint::RepoInstallation(..) => Route::RepoInstallation,
+            Endpoint::AppInstallations => Route::AppInstallations,
+            Endpoint::GetApp => Route::GetApp,
+        }
+    }
+
+    /// Whether the endpoint authenticates an App by its JWT (and takes
+    /// nothing else).
+    pub fn takes_jwt(&self) -> bool {
+        matches!(
+            self,
+            Endpoint::InstallationToken(..)
+                | Endpoint::RepoInstallation(..)
+                | Endpoint::AppInstallations
+                | Endpoint::GetApp
+        )
+    }
+
+    /// The repository the endpoint acts on, if any.
+    pub fn repo(&self) -> Option<&RepoPath> {
+        match self {
+            Endpoint::GetPull(repo, _)
+            | Endpoint::Merge(repo, _)
+            | Endpoint::CheckMerged(repo, _)
+            | Endpoint::Reviews(repo, _)
+            | Endpoint::ReviewComments(repo, _)
+            | Endpoint::CheckRuns(repo, _)
+            | Endpoint::CombinedStatus(repo, _)
+            | Endpoint::WorkflowRuns(repo)
+            | Endpoint::Rerun(repo, _)
+            | Endpoint::Dispatch(repo, _)
+            | Endpoint::AddLabels(repo, _)
+            | Endpoint::ListIssueComments(repo, _)
+            | Endpoint::CreateIssueComment(repo, _)
+            | Endpoint::CreatePull(repo)
+            | Endpoint::ListPulls(repo)
+            | Endpoint::RepoInstallation(repo) => Some(repo),
+            Endpoint::GetUser
+            | Endpoint::GraphQl
+            | Endpoint::InstallationToken(_)
+            | Endpoint::AppInstallations
+            | Endpoint::GetApp => None,
         }
     }
 
@@ -95,6 +142,7 @@ impl Endpoint {
                 "page",
             ],
             Endpoint::ReviewComments(..) => &["sort", "direction", "since", "per_page", "page"],
+            Endpoint::AppInstallations => PAGING,
             _ => &[],
         }
     }
@@ -107,6 +155,16 @@ pub(crate) fn resolve(method: &str, path: &str) -> Option<Endpoint> {
     }
     if path == "/user" {
         return (method == "GET").then_some(Endpoint::GetUser);
+    }
+    if path == "/app" {
+        return (method == "GET").then_some(Endpoint::GetApp);
+    }
+    if path == "/app/installations" {
+        return (method == "GET").then_some(Endpoint::AppInstallations);
+    }
+    if let Some(rest) = path.strip_prefix("/app/installations/") {
+        let id = rest.strip_suffix("/access_tokens")?.parse::<u64>().ok()?;
+        return (method == "POST" && id > 0).then_some(Endpoint::InstallationToken(id));
     }
     let segments: Vec<String> = path
         .strip_prefix("/repos/")?
@@ -126,6 +184,7 @@ pub(crate) fn resolve(method: &str, path: &str) -> Option<Endpoint> {
     let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
     let number = |s: &str| s.parse::<u64>().ok().filter(|n| *n > 0);
     match (method, rest.as_slice()) {
+        ("GET", ["installation"]) => Some(Endpoint::RepoInstallation(repo)),
         ("GET", ["pulls"]) => Some(Endpoint::ListPulls(repo)),
         ("POST", ["pulls"]) => Some(Endpoint::CreatePull(repo)),
         ("GET", ["pulls", n]) => Some(Endpoint::GetPull(repo, number(n)?)),
@@ -200,6 +259,25 @@ mod tests {
             ("GET", "/graphql", None),
             ("GET", "/repos/o/r/pulls/7/", None),
             ("GET", "/user", Some(Endpoint::GetUser)),
+            (
+                "POST",
+                "/app/installations/42/access_tokens",
+                Some(Endpoint::InstallationToken(42)),
+            ),
+            ("GET", "/app/installations/42/access_tokens", None),
+            ("POST", "/app/installations/x/access_tokens", None),
+            (
+                "GET",
+                "/app/installations",
+                Some(Endpoint::AppInstallations),
+            ),
+            ("GET", "/app", Some(Endpoint::GetApp)),
+            ("POST", "/app", None),
+            (
+                "GET",
+                "/repos/o/r/installation",
+                Some(Endpoint::RepoInstallation(repo.clone())),
+            ),
             ("POST", "/user", None),
             (
                 "POST",

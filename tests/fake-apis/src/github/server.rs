@@ -1,5 +1,6 @@
 //! The HTTP side of the fake GitHub: one handler takes every request,
-//! records it, and runs it through routing, the header rules, the token,
+//! records it, and runs it through routing, the header rules, the token
+//! (a user's, an installation's, or an App's JWT: see `apps.rs`),
 //! injected faults, the primary limit and the endpoint, then adds the rate
 //! limit headers and, for a GET, the etag (answering 304 for a match).
 
@@ -11,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::common::hash::fnv;
 use crate::common::http::{Incoming, Reply};
+use crate::github::apps::{self, Caller};
 use crate::github::errors::ApiError;
 use crate::github::model::{Fault, Resource, Route};
 use crate::github::routes::{Endpoint, RepoPath, resolve};
@@ -24,6 +26,10 @@ pub(crate) const API_VERSION: &str = "2022-11-28";
 pub(crate) struct Ctx<'a> {
     pub req: &'a Incoming,
     pub login: &'a str,
+    /// The App, when the request authenticated with its JWT.
+    pub app: Option<u64>,
+    /// The installation, when it authenticated with an installation token.
+    pub installation: Option<u64>,
     /// The fake's base URL, standing for `https://api.github.com`.
     pub api: String,
 }
@@ -121,10 +127,11 @@ async fn process(shared: &Arc<Shared>, req: &Incoming) -> Reply {
     if let Some(reply) = shared.mutate(|s| check_headers(s, req, graphql, resource)) {
         return reply;
     }
-    let login = match shared.mutate(|s| authenticate(s, req, graphql, resource)) {
-        Ok(login) => login,
+    let caller = match shared.mutate(|s| authenticate(s, req, &endpoint, resource)) {
+        Ok(caller) => caller,
         Err(reply) => return reply,
     };
+    let login = caller.login;
     let route = endpoint.route();
     let fault = shared.mutate(|s| s.faults.take(|r| r == Route::Any || r == route));
     match fault {
@@ -135,6 +142,8 @@ async fn process(shared: &Arc<Shared>, req: &Incoming) -> Reply {
     let ctx = Ctx {
         req,
         login: &login,
+        app: caller.app,
+        installation: caller.installation,
         api: shared.url(),
     };
     let reply = shared.mutate(|s| {
@@ -210,13 +219,15 @@ fn check_headers(
     None
 }
 
-/// The login behind `Authorization: Bearer <token>`.
+/// Who is behind `Authorization: Bearer <token>`: a user's token, an
+/// installation token, or (on the App endpoints only) an App's JWT.
 fn authenticate(
     state: &mut State,
     req: &Incoming,
-    graphql: bool,
+    endpoint: &Endpoint,
     resource: Resource,
-) -> Result<String, Reply> {
+) -> Result<Caller, Reply> {
+    let graphql = *endpoint == Endpoint::GraphQl;
     let docs = if graphql {
         "https://docs.github.com/graphql"
     } else {
@@ -241,16 +252,55 @@ fn authenticate(
             req.what()
         ));
     }
-    match state.tokens.get(&token).cloned() {
-        Some(login) => {
-            state.journal.set_user(req.index, &login);
-            Ok(login)
-        }
-        None => Err(finish_error(
+    let bad_credentials = |state: &mut State| {
+        finish_error(
             state,
             resource,
             ApiError::new(401, "Bad credentials").docs(docs),
-        )),
+        )
+    };
+    if endpoint.takes_jwt() {
+        return match apps::verify_jwt(state, &token) {
+            Ok(app_id) => {
+                let login = state.apps.apps[&app_id].slug.clone();
+                state.journal.set_user(req.index, &login);
+                Ok(Caller {
+                    login,
+                    app: Some(app_id),
+                    installation: None,
+                })
+            }
+            Err(e) => {
+                if let Some(why) = &e.violation {
+                    state.violation(format!(
+                        "{}: {why} ({} {})",
+                        req.what(),
+                        e.status,
+                        e.message
+                    ));
+                }
+                Err(finish_error(state, resource, e))
+            }
+        };
+    }
+    if apps::looks_like_jwt(&token) {
+        state.violation(format!(
+            "{}: an App's JWT sent as a token (it authenticates only /app/… and …/installation)",
+            req.what()
+        ));
+        return Err(bad_credentials(state));
+    }
+    if let Some(login) = state.tokens.get(&token).cloned() {
+        state.journal.set_user(req.index, &login);
+        return Ok(Caller::user(login));
+    }
+    match apps::installation_caller(state, &token) {
+        Some(Ok(caller)) => {
+            state.journal.set_user(req.index, &caller.login);
+            Ok(caller)
+        }
+        // An expired installation token, or no token GitHub issued.
+        Some(Err(())) | None => Err(bad_credentials(state)),
     }
 }
 
@@ -343,7 +393,13 @@ fn rest(state: &mut State, ctx: &Ctx<'_>, endpoint: &Endpoint) -> Reply {
     if req.method == "GET" && !req.body.is_empty() {
         state.violation(format!("{}: a GET with a body", req.what()));
     }
-    let outcome = dispatch(state, ctx, endpoint);
+    let outcome = match (ctx.installation, endpoint.repo()) {
+        // GitHub hides what an installation does not hold.
+        (Some(installation), Some(repo)) if !apps::holds(state, installation, repo) => {
+            Err(ApiError::not_found())
+        }
+        _ => dispatch(state, ctx, endpoint),
+    };
     let resource = Resource::Core;
     let answer = match outcome {
         Ok(answer) => answer,
@@ -457,7 +513,14 @@ fn dispatch(state: &mut State, ctx: &Ctx<'_>, endpoint: &Endpoint) -> Outcome {
         }
         Endpoint::CreatePull(repo) => opening::create(state, ctx, repo_index(state, repo)?),
         Endpoint::ListPulls(repo) => opening::list(state, ctx, repo_index(state, repo)?),
+        Endpoint::GetUser if ctx.installation.is_some() => {
+            Err(ApiError::new(403, "Resource not accessible by integration"))
+        }
         Endpoint::GetUser => opening::user(state, ctx),
+        Endpoint::InstallationToken(id) => apps::access_token(state, ctx, *id),
+        Endpoint::RepoInstallation(repo) => apps::repo_installation(state, ctx, repo),
+        Endpoint::AppInstallations => apps::list(state, ctx),
+        Endpoint::GetApp => apps::get(state, ctx),
         Endpoint::GraphQl => Err(ApiError::not_found()),
     }
 }

@@ -8,6 +8,7 @@ use crate::common::clock::Clock;
 use crate::common::faults::Faults;
 use crate::common::hub::Hub;
 use crate::common::journal::{Journal, Journaled};
+use crate::github::apps::Apps;
 use crate::github::model::{Dispatch, Fault, Protection, RepoSpec, Rerun, Route, WorkflowSpec};
 use crate::github::quota::Quotas;
 
@@ -254,6 +255,8 @@ pub(crate) struct State {
     pub rerun_creates_check_run: bool,
     pub reruns: Vec<Rerun>,
     pub dispatches: Vec<Dispatch>,
+    /// GitHub Apps, their installations and installation tokens.
+    pub apps: Apps,
     /// Seeded, so that ids and shas are the same on every run.
     pub rng: fastrand::Rng,
     next_id: u64,
@@ -281,6 +284,7 @@ impl State {
             rerun_creates_check_run: true,
             reruns: Vec::new(),
             dispatches: Vec::new(),
+            apps: Apps::default(),
             rng: fastrand::Rng::with_seed(0x6174_6875_6221),
             next_id: 1_000,
         }

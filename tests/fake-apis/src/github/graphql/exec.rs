@@ -86,6 +86,9 @@ enum Resolved {
 pub(crate) struct Exec<'d, 's> {
     pub state: &'s mut State,
     pub login: String,
+    /// The installation behind an installation token: it sees only its
+    /// repositories.
+    pub installation: Option<u64>,
     pub fragments: Fragments<'d>,
     pub vars: Map<String, Value>,
     pub errors: Vec<Value>,
@@ -277,7 +280,11 @@ impl<'d> Exec<'d, '_> {
                 let owner = self.arg(f, "owner");
                 let name = self.arg(f, "name");
                 let (owner, name) = (owner.as_str().unwrap_or(""), name.as_str().unwrap_or(""));
-                match self.state.repo_index(owner, name) {
+                match self
+                    .state
+                    .repo_index(owner, name)
+                    .filter(|r| self.visible(*r))
+                {
                     Some(r) => Resolved::Object(Obj::Repo(r)),
                     None => self.fail(
                         Some("NOT_FOUND"),
@@ -314,6 +321,15 @@ impl<'d> Exec<'d, '_> {
                 .iter()
                 .position(|t| t.node_id == id)
                 .map(|t| (r, t))
+                .filter(|_| self.visible(r))
+        })
+    }
+
+    /// Whether the caller may see the repository at index `r` (an
+    /// installation sees only its own).
+    fn visible(&self, r: usize) -> bool {
+        self.installation.is_none_or(|i| {
+            crate::github::apps::holds_named(self.state, i, &self.state.repos[r].full_name())
         })
     }
 
