@@ -7,7 +7,7 @@
 # Eagle's credential. Its prompt is on stdin; "mode:<name>" picks what it
 # does, "index:<url>" is the package index.
 set -u
-prompt="$(cat)"
+if [ $# -ge 1 ]; then prompt="$1"; else prompt="$(cat)"; fi
 run="${EAGLE_RUN_ID:-?}"
 word() { printf '%s' "$prompt" | grep -o "$1:[^ ]*" | head -n 1 | cut -d: -f2-; }
 out="$PWD/notes.txt"

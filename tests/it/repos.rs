@@ -78,7 +78,7 @@ fn worker_bin(home: &mut Home) -> PathBuf {
     }
     home.set(
         "EAGLE_RUNNER__WORKER_COMMAND",
-        &format!("bash {}", bin.join("repo-worker.sh").display()),
+        &format!("bash {} {{prompt}}", bin.join("repo-worker.sh").display()),
     )
     .set("EAGLE_RUNNER__WORKER_PATH", "/usr/local/bin:/usr/bin:/bin")
     .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s")
@@ -316,7 +316,8 @@ async fn the_setup_runs_once_per_lock_file_and_the_agent_stays_offline() {
             index.url()
         )
     };
-    let (first, _) = shell(&home, &format!("{}!status run 1\n", task(1))).await;
+    let (first, _) = shell(&home, &task(1)).await;
+    let (status1, _) = shell(&home, "!status run 1\n").await;
     let notes1 = notes(&home, 1);
     assert!(
         notes1.contains(&"dep demo 1.0".to_string()),
@@ -326,11 +327,12 @@ async fn the_setup_runs_once_per_lock_file_and_the_agent_stays_offline() {
     assert!(notes1.contains(&"upload refused".to_string()), "{notes1:?}");
     assert_eq!(index.fetches("pkg/demo.tar"), 1, "{first}");
     assert_eq!(index.uploads(), 0);
-    assert!(first.contains("setup: ran"), "{first}");
+    assert!(status1.contains("setup: ran"), "{status1}");
     // The agent's attempts are recorded as the run's refusals.
-    assert!(first.contains("network: refused"), "{first}");
+    assert!(status1.contains("network: refused"), "{status1}");
 
-    let (second, _) = shell(&home, &format!("{}!status run 2\n", task(2))).await;
+    let (second, _) = shell(&home, &task(2)).await;
+    let (status2, _) = shell(&home, "!status run 2\n").await;
     let notes2 = notes(&home, 2);
     assert!(
         notes2.contains(&"dep demo 1.0".to_string()),
@@ -341,7 +343,7 @@ async fn the_setup_runs_once_per_lock_file_and_the_agent_stays_offline() {
         1,
         "the setup ran again:\n{second}"
     );
-    assert!(second.contains("setup: cached"), "{second}");
+    assert!(status2.contains("setup: cached"), "{status2}");
 
     commit_to_main(served.path(), &web, "package-lock.json", "{\"v\": 2}\n");
     let (third, _) = shell(&home, &task(3)).await;
@@ -351,14 +353,12 @@ async fn the_setup_runs_once_per_lock_file_and_the_agent_stays_offline() {
     );
     assert_eq!(index.fetches("pkg/demo.tar"), 2, "{third}");
 
-    let (broken, _) = shell(
-        &home,
-        "!queue --repo broken Never mode:setup\n!go 4\n!status run 4\n",
-    )
-    .await;
-    assert!(broken.contains("setup_failed"), "{broken}");
-    assert!(broken.contains("the-registry-is-down"), "{broken}");
-    assert!(broken.contains("held"), "{broken}");
+    let (told, _) = shell(&home, "!queue --repo broken Never mode:setup\n!go 4\n").await;
+    assert!(told.contains("[STATUS: setup_failed] run:4"), "{told}");
+    assert!(told.contains("the-registry-is-down"), "{told}");
+    let (broken, _) = shell(&home, "!status run 4\n").await;
+    assert!(broken.contains("setup: failed"), "{broken}");
+    assert!(broken.contains("held: yes"), "{broken}");
     assert!(
         notes(&home, 4).is_empty(),
         "a worker started after a failed setup"

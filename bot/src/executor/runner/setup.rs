@@ -105,7 +105,9 @@ async fn run_confined(
     run: i64,
 ) -> Result<(), String> {
     let io = |e: std::io::Error| format!("the setup could not start: {e}");
-    let log = dir.eagle.join("setup.log");
+    // Beside the work logs, which only Eagle opens (the setup writes to it
+    // through the descriptor it inherits).
+    let log = shared.logs_dir.join("setup").join(format!("run-{run}.log"));
     let _ = std::fs::remove_file(&log);
     let exit_file = dir.eagle.join("setup.exit");
     // No model key, no credential: only what a shell needs.
