@@ -30,6 +30,7 @@ pub mod ci;
 pub mod client;
 mod error;
 pub mod graphql;
+mod http;
 pub mod ratelimit;
 pub mod rest;
 pub mod threads;

@@ -87,3 +87,29 @@ pub(super) fn duration(value: Option<&str>, default: Duration) -> Result<Duratio
             .map_err(|e| format!("{text:?} is not a duration like \"90s\" or \"24h\" ({e})")),
     }
 }
+
+pub(super) fn read_token_file(path: &Path) -> Result<secrecy::SecretString, String> {
+    let text = read_private_file(path)?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(format!("{} is empty", path.display()));
+    }
+    if token.chars().any(char::is_whitespace) {
+        return Err(format!("{} holds more than one token", path.display()));
+    }
+    Ok(secrecy::SecretString::from(token.to_string()))
+}
+
+/// A file only Eagle's user may read, as text.
+pub(super) fn read_private_file(path: &Path) -> Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} is readable by others: make it Eagle's user's only (chmod 600)",
+            path.display()
+        ));
+    }
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}

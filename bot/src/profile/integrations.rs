@@ -351,7 +351,8 @@ fn token(
     let env_key = format!("{section}.token_env");
     if let Some(file) = token_file.map(str::trim).filter(|f| !f.is_empty()) {
         let path = origins.resolve(&file_key, base, file);
-        return read_token_file(&path).map_err(|why| origins.error(&file_key, None, why));
+        return super::field::read_token_file(&path)
+            .map_err(|why| origins.error(&file_key, None, why));
     }
     let var = token_env.map(str::trim).unwrap_or(default_env);
     if var.is_empty() {
@@ -461,24 +462,10 @@ fn github_credential(
     })
 }
 
-/// A file only Eagle's user may read, as text.
-fn read_private_file(path: &Path) -> Result<String, String> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        return Err(format!(
-            "{} is readable by others: make it Eagle's user's only (chmod 600)",
-            path.display()
-        ));
-    }
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-}
-
 /// A GitHub App's private key: an RSA key in PEM that signs. The message
 /// never holds the key, nor what the parser saw in it.
 fn read_private_key(path: &Path) -> Result<SecretString, String> {
-    let text = SecretString::from(read_private_file(path)?);
+    let text = SecretString::from(super::field::read_private_file(path)?);
     let signs = jsonwebtoken::EncodingKey::from_rsa_pem(text.expose_secret().as_bytes())
         .and_then(|key| {
             jsonwebtoken::encode(
@@ -495,18 +482,6 @@ fn read_private_key(path: &Path) -> Result<SecretString, String> {
         ));
     }
     Ok(text)
-}
-
-pub(super) fn read_token_file(path: &Path) -> Result<SecretString, String> {
-    let text = read_private_file(path)?;
-    let token = text.trim();
-    if token.is_empty() {
-        return Err(format!("{} is empty", path.display()));
-    }
-    if token.chars().any(char::is_whitespace) {
-        return Err(format!("{} holds more than one token", path.display()));
-    }
-    Ok(SecretString::from(token.to_string()))
 }
 
 fn names(

@@ -299,7 +299,7 @@ fn credential(
         RepoUrl::Https(_) => {
             if let Some(file) = raw.token_file.as_deref().map(str::trim) {
                 let path = origins.resolve("runner.repos", base_dir, file);
-                return super::integrations::read_token_file(&path).map(GitCredential::Token);
+                return super::field::read_token_file(&path).map(GitCredential::Token);
             }
             if let Some(var) = raw.token_env.as_deref().map(str::trim) {
                 return match env.get(var).map(|v| v.trim()) {

@@ -42,6 +42,47 @@ impl SetupOutcome {
     }
 }
 
+/// Runs (or restores) the setup of the run's repository in its fresh
+/// checkout, records the outcome on the run and says it in the run's
+/// topic. `Err` says why it failed (the checkout is removed: the next
+/// attempt starts from a fresh one).
+pub(super) async fn before_the_agent(
+    shared: &Shared,
+    repo: &RepoSettings,
+    dir: &RunDir,
+    run: &crate::store::Run,
+) -> Result<(), String> {
+    let result = prepare(shared, repo, dir, run.id).await;
+    let outcome = match &result {
+        Ok(Some(done)) => done.describe(),
+        Ok(None) => return Ok(()),
+        Err(why) => format!("failed: {why}"),
+    };
+    if let Err(error) = shared
+        .store
+        .repos()
+        .set_setup_outcome(run.id, &outcome)
+        .await
+    {
+        tracing::warn!(%error, run = run.id, "cannot record the setup's outcome");
+    }
+    match result {
+        Ok(_) => {
+            spawn::say(
+                shared,
+                run,
+                &format!("[STATUS: setup] run:{} {}: {outcome}", run.id, repo.name),
+            )
+            .await;
+            Ok(())
+        }
+        Err(why) => {
+            let _ = std::fs::remove_dir_all(&dir.work);
+            Err(why)
+        }
+    }
+}
+
 /// Where the caches of a repository's setups are kept.
 pub fn env_dir(data_dir: &Path, repo: &str) -> PathBuf {
     crate::executor::repos::repos_dir(data_dir).join(format!("{repo}.env"))

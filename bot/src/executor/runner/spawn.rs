@@ -211,48 +211,18 @@ pub(super) async fn prepare_run(
     let rules = dir.eagle.join("rules.md");
     std::fs::write(&rules, rules_text(run, task))?;
     host::chmod(&rules, 0o644)?;
-    let mut setup_failed = None;
-    if fresh && let Some(repo) = repo.filter(|r| r.setup.is_some()) {
-        let outcome = match super::setup::prepare(shared, repo, &dir, run.id).await {
-            Ok(Some(done)) => done.describe(),
-            Ok(None) => String::new(),
-            Err(why) => {
-                setup_failed = Some(why.clone());
-                format!("failed: {why}")
-            }
-        };
-        if let Err(error) = shared
-            .store
-            .repos()
-            .set_setup_outcome(run.id, &outcome)
-            .await
-        {
-            tracing::warn!(%error, run = run.id, "cannot record the setup's outcome");
-        }
-        if setup_failed.is_none() {
-            say(
-                shared,
-                run,
-                &format!("[STATUS: setup] run:{} {}: {outcome}", run.id, repo.name),
-            )
-            .await;
-        } else {
-            // The next attempt starts from a fresh checkout.
-            let _ = std::fs::remove_dir_all(&dir.work);
-        }
-    }
-    Ok(Prepared { dir, setup_failed })
+    Ok(Prepared { dir, fresh })
 }
 
-/// A run's directory, ready, or why its setup failed.
+/// A run's directory, ready.
 pub(super) struct Prepared {
     pub dir: RunDir,
-    /// The setup failed: what to tell the owner (the log's tail).
-    pub setup_failed: Option<String>,
+    /// Its checkout was made just now (its repository's setup is due).
+    pub fresh: bool,
 }
 
 /// A status line in the run's topic (best effort: a failure is logged).
-async fn say(shared: &Shared, run: &Run, line: &str) {
+pub(super) async fn say(shared: &Shared, run: &Run, line: &str) {
     let posted = async {
         let mut tx = shared.store.begin_write().await?;
         shared.poster.post(&mut tx, &run.topic(), line).await?;

@@ -31,8 +31,8 @@ use url::Url;
 
 use crate::ground::repo::Repo;
 use crate::integrations::github::Error;
-use crate::integrations::github::client::{http_client, what};
 use crate::integrations::github::error::{error_chain, parse_untold, status_error};
+use crate::integrations::github::http::{http_client, what};
 
 /// An installation token is renewed when less than this of its life is left.
 pub const RENEW_BEFORE: Duration = Duration::from_secs(5 * 60);

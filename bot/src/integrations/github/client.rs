@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{ACCEPT, ETAG, HeaderMap, HeaderValue, IF_NONE_MATCH, LINK};
+use reqwest::header::{ETAG, HeaderMap, IF_NONE_MATCH, LINK};
 use reqwest::{Method, StatusCode};
 use secrecy::{ExposeSecret, SecretString};
 use serde::de::DeserializeOwned;
@@ -21,14 +21,12 @@ use crate::integrations::github::Error;
 use crate::integrations::github::auth::GitHubAuth;
 use crate::integrations::github::cache::{CachedResponse, EtagCache, MemoryEtagCache};
 use crate::integrations::github::error::{error_chain, parse, status_error};
+pub use crate::integrations::github::http::{API_VERSION, MEDIA_TYPE};
+pub(crate) use crate::integrations::github::http::{http_client, what};
 use crate::integrations::github::ratelimit::{
     Api, BudgetView, LimitHeaders, Limits, RetryPolicy, limit_wait_parsed,
 };
 
-/// The REST API version every request asks for.
-pub const API_VERSION: &str = "2022-11-28";
-/// GitHub's REST media type.
-pub const MEDIA_TYPE: &str = "application/vnd.github+json";
 /// The public API.
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
 /// A list is read to at most this many pages (10,000 items at 100 a page);
@@ -585,33 +583,6 @@ impl GitHub {
             body,
         })
     }
-}
-
-/// `METHOD /path?query`, for messages: the URL holds no credentials.
-pub(crate) fn what(method: &Method, url: &Url) -> String {
-    match url.query() {
-        Some(q) => format!("{method} {}?{q}", url.path()),
-        None => format!("{method} {}", url.path()),
-    }
-}
-
-/// A client with the headers GitHub asks of every request.
-pub(crate) fn http_client(user_agent: &str, timeout: Duration) -> Result<reqwest::Client, Error> {
-    // reqwest is built without a default crypto provider; ring is ours.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut headers = HeaderMap::new();
-    headers.insert(ACCEPT, HeaderValue::from_static(MEDIA_TYPE));
-    headers.insert(
-        "x-github-api-version",
-        HeaderValue::from_static(API_VERSION),
-    );
-    reqwest::Client::builder()
-        .user_agent(user_agent)
-        .default_headers(headers)
-        .timeout(timeout)
-        .connect_timeout(timeout.min(Duration::from_secs(10)))
-        .build()
-        .map_err(|e| Error::InvalidInput(format!("cannot build the HTTP client: {e}")))
 }
 
 /// The `rel="next"` URL of a `link` header.

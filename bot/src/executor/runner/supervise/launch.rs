@@ -46,10 +46,17 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         .collect();
     let kind = prompt_kind(claim);
     let prepared = spawn::prepare_run(shared, run, task.as_ref()).await?;
-    if let Some(why) = prepared.setup_failed {
-        return Err(Failure::Setup(why));
-    }
     let dir = prepared.dir;
+    let repo = crate::executor::repos::of_task(&shared.settings.repos, task.as_ref())
+        .ok()
+        .flatten();
+    if prepared.fresh
+        && let Some(repo) = repo
+    {
+        crate::executor::runner::setup::before_the_agent(shared, repo, &dir, run)
+            .await
+            .map_err(Failure::Setup)?;
+    }
     let session = session(shared, run, kind, &dir)?;
     if shared.command.kind == WorkerKind::Claude {
         let settings = spawn::claude_settings(shared);
@@ -109,9 +116,6 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
     let mut env = spawn::environment(shared, &dir, run.id, &socket_path, &token);
     super::super::effects::put_shims_first(&mut env, &dir.eagle, &shared.exe)?;
     drop(token);
-    let repo = crate::executor::repos::of_task(&shared.settings.repos, task.as_ref())
-        .ok()
-        .flatten();
     let sandbox = spawn::sandbox_spec(shared, &dir, &socket_path, fence.attempt, repo)?;
     let started = spawn::start(
         shared,
