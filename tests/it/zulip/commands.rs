@@ -18,7 +18,9 @@ async fn commands_in_channels_and_direct_messages() {
         .wait_replies("general", "Tabs", |r| !r.is_empty())
         .await;
     assert!(
-        replies[0].content.contains("`!queue [title]`"),
+        replies[0]
+            .content
+            .contains("`!queue [--repo NAME] [title]`"),
         "{}",
         replies[0].content
     );

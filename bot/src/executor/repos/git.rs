@@ -46,8 +46,30 @@ impl std::fmt::Debug for GitAuth {
 }
 
 impl GitAuth {
-    /// The credential of `repo`, resolved now.
-    pub async fn of(repo: &RepoSettings, github: Option<&GitHubToken>) -> Result<GitAuth, String> {
+    /// The credential of `repo`, resolved now, and Eagle's own git
+    /// configuration (`<data dir>/repos/<name>.gitconfig`): nothing of its
+    /// user's (credential helpers, `insteadOf`), and for a repository on
+    /// this host, that it is safe to read though another user owns it.
+    pub async fn of(
+        repo: &RepoSettings,
+        github: Option<&GitHubToken>,
+        data_dir: &Path,
+    ) -> Result<GitAuth, String> {
+        let global = own_config(repo, data_dir)?;
+        let mut auth = GitAuth::credential(repo, github).await?;
+        auth.vars.push((
+            "GIT_CONFIG_GLOBAL",
+            SecretString::from(global.display().to_string()),
+        ));
+        auth.vars
+            .push(("GIT_CONFIG_NOSYSTEM", SecretString::from("1")));
+        Ok(auth)
+    }
+
+    async fn credential(
+        repo: &RepoSettings,
+        github: Option<&GitHubToken>,
+    ) -> Result<GitAuth, String> {
         let token =
             match (&repo.credential, &repo.url) {
                 (GitCredential::Token(token), RepoUrl::Https(_)) => Some(token.clone()),
@@ -119,6 +141,27 @@ impl GitAuth {
     }
 }
 
+/// Writes Eagle's git configuration for `repo` and returns its path.
+fn own_config(repo: &RepoSettings, data_dir: &Path) -> Result<std::path::PathBuf, String> {
+    let dir = super::repos_dir(data_dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = dir.join(format!("{}.gitconfig", repo.name));
+    let mut text = String::from("# Written by Eagle for its own git; rewritten at every use.\n");
+    if let RepoUrl::Local(local) = &repo.url {
+        text.push_str("[safe]\n");
+        for safe in [local.clone(), local.join(".git")] {
+            let quoted = safe
+                .display()
+                .to_string()
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"");
+            text.push_str(&format!("\tdirectory = \"{quoted}\"\n"));
+        }
+    }
+    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
 /// Eagle's git in `dir` (a bare repository of Eagle's when it holds
 /// `objects`, else just the working directory): no hooks, no prompt, no SSH
 /// agent, nothing of the environment that would point git at another
@@ -160,6 +203,9 @@ pub fn command(dir: &Path, args: &[&str], auth: &GitAuth) -> tokio::process::Com
         "GIT_TRACE_CURL",
         "GIT_TRACE_PACKET",
         "GIT_CURL_VERBOSE",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_CONFIG_NOSYSTEM",
     ] {
         git.env_remove(var);
     }

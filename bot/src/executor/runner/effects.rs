@@ -176,7 +176,7 @@ async fn carry_push(ctx: &SocketCtx, request: &Request, sha: &str) -> Result<(),
                 .collect();
             let mirror = mirror_path(&shared.data_dir, ctx.fence.run);
             let cache = crate::executor::repos::cache_path(&shared.data_dir, &repo.name);
-            match GitAuth::of(repo, shared.github_token.as_ref()).await {
+            match GitAuth::of(repo, shared.github_token.as_ref(), &shared.data_dir).await {
                 Err(why) => Err(why),
                 Ok(auth) => {
                     push(&PushPlan {

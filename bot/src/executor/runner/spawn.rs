@@ -193,7 +193,7 @@ pub(super) async fn prepare_run(
             .branch_name
             .clone()
             .unwrap_or_else(|| format!("eagle/run-{}", run.id));
-        let auth = GitAuth::of(repo, shared.github_token.as_ref())
+        let auth = GitAuth::of(repo, shared.github_token.as_ref(), &shared.data_dir)
             .await
             .map_err(std::io::Error::other)?;
         let (cache, _) =
