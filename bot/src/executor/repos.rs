@@ -12,6 +12,7 @@
 //! ```
 
 pub mod cache;
+pub mod checkout;
 pub mod git;
 
 use std::path::{Path, PathBuf};

@@ -16,13 +16,13 @@
 //! inherits, and the runner follows the file.
 
 use std::collections::BTreeMap;
-use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use super::{PromptKind, Shared};
+use crate::executor::repos::checkout::Checkout;
 use crate::executor::repos::git::GitAuth;
 use crate::ground::host::{self, UnixUser};
 use crate::ground::wire::{ENV_RUN, ENV_SOCKET, ENV_TOKEN};
@@ -205,8 +205,13 @@ pub(super) async fn prepare_run(
             cache: &cache,
             origin: &repo.url.as_git(),
             branch: &branch,
+            base: &dir.base,
+            work: &dir.work,
+            home: &dir.home,
+            eagle: &dir.eagle,
+            path: &shared.settings.worker_env.path,
         };
-        clone_repo(shared, &checkout, &dir, user).await?;
+        crate::executor::repos::checkout::clone(&checkout, user).await?;
     }
     let rules = dir.eagle.join("rules.md");
     std::fs::write(&rules, rules_text(run, task))?;
@@ -263,155 +268,6 @@ fn create_worker_dir(path: &Path, user: Option<&UnixUser>) -> std::io::Result<bo
         }
         Err(e) => Err(e),
     }
-}
-
-/// What a run's checkout is made from.
-pub struct Checkout<'a> {
-    /// Eagle's bare cache of the repository (its objects are borrowed).
-    pub cache: &'a Path,
-    /// The repository's plain URL, the checkout's `origin`.
-    pub origin: &'a str,
-    pub branch: &'a str,
-}
-
-/// Clones Eagle's cache of the run's repository into the fresh, empty
-/// working directory, as the worker's user, borrowing the cache's objects
-/// (`--shared`: nothing is copied), with nothing of Eagle's environment and
-/// no git configuration or hooks but git's own; points `origin` at the
-/// repository's plain URL and checks out the run's branch (the remote's if
-/// it has one, else a new one from the base) with `origin` as its
-/// upstream, so that a plain `git push` means "this run's branch" (Eagle
-/// pushes nothing else).
-pub async fn clone_repo(
-    shared: &Shared,
-    checkout: &Checkout<'_>,
-    dir: &RunDir,
-    user: Option<&UnixUser>,
-) -> std::io::Result<()> {
-    let (repo, branch) = (checkout.cache, checkout.branch);
-    // The repository is usually another user's (Eagle's, the operator's):
-    // a global configuration of Eagle's, naming only it as safe, lets the
-    // worker's user clone it without git calling it dubious (`-c
-    // safe.directory` does not reach the local upload-pack).
-    // (A bare repository is checked at its path, another at its `.git`.)
-    let global = dir.eagle.join("clone.gitconfig");
-    let _ = std::fs::remove_file(&global);
-    for safe in [repo.to_path_buf(), repo.join(".git")] {
-        let wrote = tokio::process::Command::new("git")
-            .args(["config", "--file"])
-            .arg(&global)
-            .args(["--add", "safe.directory"])
-            .arg(&safe)
-            .env_clear()
-            .env("PATH", &shared.settings.worker_env.path)
-            .stdin(Stdio::null())
-            .output()
-            .await?;
-        if !wrote.status.success() {
-            return Err(std::io::Error::other(format!(
-                "cannot write {}: {}",
-                global.display(),
-                String::from_utf8_lossy(&wrote.stderr).trim()
-            )));
-        }
-    }
-    host::chmod(&global, 0o644)?;
-    let git = |cwd: &Path, args: &[&OsStr]| {
-        let mut git = tokio::process::Command::new("git");
-        git.args(["-c", "core.hooksPath=/dev/null"])
-            .args(args)
-            .env_clear()
-            .env("PATH", &shared.settings.worker_env.path)
-            .env("HOME", &dir.home)
-            .env("GIT_CONFIG_GLOBAL", &global)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if let Some(user) = user {
-            git.uid(user.uid).gid(user.gid);
-        }
-        git.output()
-    };
-    let failed = |what: String, out: &std::process::Output| {
-        std::io::Error::other(format!(
-            "{what} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    };
-    let out = git(
-        &dir.base,
-        &[
-            OsStr::new("clone"),
-            OsStr::new("--quiet"),
-            OsStr::new("--shared"),
-            OsStr::new("--template="),
-            // Pushes go through Eagle (`git-remote-eagle`, on the worker's PATH).
-            OsStr::new("--config"),
-            OsStr::new("remote.origin.pushurl=eagle::origin"),
-            repo.as_os_str(),
-            dir.work.as_os_str(),
-        ],
-    )
-    .await?;
-    if !out.status.success() {
-        return Err(failed(format!("git clone {}", repo.display()), &out));
-    }
-    let out = git(
-        &dir.work,
-        &[
-            OsStr::new("remote"),
-            OsStr::new("set-url"),
-            OsStr::new("origin"),
-            OsStr::new(checkout.origin),
-        ],
-    )
-    .await?;
-    if !out.status.success() {
-        return Err(failed("git remote set-url origin".into(), &out));
-    }
-    let remote_branch = format!("refs/remotes/origin/{branch}");
-    let has_remote = git(
-        &dir.work,
-        &[
-            OsStr::new("rev-parse"),
-            OsStr::new("--verify"),
-            OsStr::new("--quiet"),
-            OsStr::new(&remote_branch),
-        ],
-    )
-    .await?
-    .status
-    .success();
-    let mut checkout: Vec<&OsStr> = vec![OsStr::new("checkout"), OsStr::new("--quiet")];
-    checkout.extend([OsStr::new("-B"), OsStr::new(branch)]);
-    if has_remote {
-        checkout.push(OsStr::new(&remote_branch));
-    }
-    let upstream = [
-        (format!("branch.{branch}.remote"), "origin".to_string()),
-        (
-            format!("branch.{branch}.merge"),
-            format!("refs/heads/{branch}"),
-        ),
-    ];
-    let out = git(&dir.work, &checkout).await?;
-    if !out.status.success() {
-        return Err(failed(format!("git checkout -B {branch}"), &out));
-    }
-    for (key, value) in &upstream {
-        let out = git(
-            &dir.work,
-            &[OsStr::new("config"), OsStr::new(key), OsStr::new(value)],
-        )
-        .await?;
-        if !out.status.success() {
-            return Err(failed(format!("git config {key}"), &out));
-        }
-    }
-    Ok(())
 }
 
 /// The run's rules (seed 001's AGENTS.md), for every kind of worker.
