@@ -65,7 +65,9 @@ pub async fn clone(checkout: &Checkout<'_>, user: Option<&UnixUser>) -> std::io:
     host::chmod(&global, 0o644)?;
     let git = |cwd: &Path, args: &[&OsStr]| {
         let mut git = tokio::process::Command::new("git");
-        git.args(["-c", "core.hooksPath=/dev/null"])
+        // Files are written by as many workers as there are cores: a large
+        // checkout is the kernel's work of creating them.
+        git.args(["-c", "core.hooksPath=/dev/null", "-c", "checkout.workers=0"])
             .args(args)
             .env_clear()
             .env("PATH", checkout.path)
