@@ -364,3 +364,157 @@ async fn the_setup_runs_once_per_lock_file_and_the_agent_stays_offline() {
         "a worker started after a failed setup"
     );
 }
+
+/// An SSH server of the test's own: Debian's `sshd` on a port of its own,
+/// root's login by the given key only, stopped (by its id) when dropped.
+struct Sshd {
+    child: std::process::Child,
+    port: u16,
+    host_key_line: String,
+    made_run_dir: bool,
+}
+
+impl Sshd {
+    fn start(dir: &Path, authorized: &Path) -> Sshd {
+        let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("Debian's openssh-server is required (`apt-get install openssh-server`, as .ci/check does)");
+        let host_key = dir.join("host_key");
+        let out = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&host_key)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = dir.join("sshd_config");
+        std::fs::write(
+            &config,
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\
+                 StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                 UsePAM no\nPermitRootLogin prohibit-password\nPidFile {}\n",
+                host_key.display(),
+                authorized.display(),
+                dir.join("sshd.pid").display()
+            ),
+        )
+        .unwrap();
+        // sshd's privilege separation directory; made (and removed) if missing.
+        let made_run_dir = !Path::new("/run/sshd").exists();
+        if made_run_dir {
+            std::fs::create_dir_all("/run/sshd").unwrap();
+        }
+        let mut child = Command::new(sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Ready once it says it listens.
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
+        let mut said = Vec::new();
+        loop {
+            match lines.next() {
+                Some(Ok(line)) if line.contains("Server listening") => break,
+                Some(Ok(line)) => said.push(line),
+                _ => panic!("sshd did not start: {said:#?}"),
+            }
+        }
+        // Keep reading its log, so that it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let public = std::fs::read_to_string(host_key.with_extension("pub")).unwrap();
+        let mut parts = public.split_whitespace();
+        let host_key_line = format!(
+            "[127.0.0.1]:{port} {} {}\n",
+            parts.next().unwrap(),
+            parts.next().unwrap()
+        );
+        Sshd {
+            child,
+            port,
+            host_key_line,
+            made_run_dir,
+        }
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if self.made_run_dir {
+            let _ = std::fs::remove_dir("/run/sshd");
+        }
+    }
+}
+
+/// A repository over SSH with a deploy key: Eagle's own git fetches and
+/// pushes with it (`IdentitiesOnly`, the given known_hosts, no agent), the
+/// run's push lands on its branch, and the key is nowhere a worker sees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_over_ssh_is_fetched_and_pushed_with_its_deploy_key_only() {
+    let db = TestDb::new(Db::Sqlite).await;
+    let served = tempfile::tempdir().unwrap();
+    let bare = bare_repo(served.path(), "firmware", &[("README", "firmware\n")]);
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("deploy");
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "eagle-deploy", "-f"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let authorized = keys.path().join("authorized_keys");
+    std::fs::copy(key.with_extension("pub"), &authorized).unwrap();
+    let sshd = Sshd::start(keys.path(), &authorized);
+    let known_hosts = keys.path().join("known_hosts");
+    std::fs::write(&known_hosts, &sshd.host_key_line).unwrap();
+    let mut home = Home::new();
+    worker_bin(&mut home);
+    home.set("EAGLE_DATABASE_URL", &db.url);
+    // An agent of Eagle's user's would be ignored; make sure it is not asked.
+    home.set("SSH_AUTH_SOCK", "/nonexistent/agent.sock");
+    let url = format!("ssh://root@127.0.0.1:{}{}", sshd.port, bare.display());
+    add_to_executor(
+        &home,
+        &format!(
+            "[[runner.repos]]\nname = \"firmware\"\nurl = \"{url}\"\nssh_key_file = \"{}\"\n\
+             known_hosts = \"{}\"\n",
+            key.display(),
+            known_hosts.display()
+        ),
+    );
+    let (stdout, stderr) = shell(&home, "!queue --repo firmware Debounce mode:push\n!go 1\n").await;
+    let notes = notes(&home, 1);
+    assert!(
+        notes.contains(&"push ok".to_string()),
+        "{notes:?}\n{stdout}\n{stderr}"
+    );
+    assert!(notes.contains(&format!("origin {url}")), "{notes:?}");
+    let pushed = crate::effects::head_of(&bare, "eagle/run-1").expect("the run's branch");
+    let files = Command::new("git")
+        .args([
+            "--git-dir",
+            bare.to_str().unwrap(),
+            "ls-tree",
+            "--name-only",
+            &pushed,
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&files.stdout).contains("run-1.txt"));
+    let private = std::fs::read_to_string(&key).unwrap();
+    let secret_line = private.lines().nth(1).unwrap();
+    let found = files_holding(home.dir.path(), secret_line.as_bytes());
+    assert!(found.is_empty(), "the deploy key is in {found:#?}");
+    drop(sshd);
+}

@@ -157,12 +157,12 @@ impl Realm {
             .wait_replies(channel, topic, |r| {
                 r.iter()
                     .skip(before)
-                    .any(|m| m.content.contains("`!queue [title]`"))
+                    .any(|m| m.content.contains("`!queue [--repo NAME] [title]`"))
             })
             .await;
         let marker = replies
             .iter()
-            .rposition(|m| m.content.contains("`!queue [title]`"))
+            .rposition(|m| m.content.contains("`!queue [--repo NAME] [title]`"))
             .unwrap();
         replies[..marker].to_vec()
     }

@@ -162,7 +162,7 @@ async fn a_crash_before_the_reply_is_confirmed_loses_and_doubles_nothing() {
         .settle("general", "crash")
         .await
         .into_iter()
-        .filter(|m| !m.content.contains("`!queue [title]`"))
+        .filter(|m| !m.content.contains("`!queue [--repo NAME] [title]`"))
         .collect();
     assert_eq!(
         replies

@@ -94,7 +94,7 @@ pub fn help_text(command: Option<&str>) -> String {
     }
 }
 
-/// `!queue [title]`: captures a task, or lists the open inbox.
+/// `!queue [--repo NAME] [title]`: captures a task, or lists the open inbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queue {
     /// `None` for a bare `!queue` (list the inbox).
