@@ -130,6 +130,23 @@ fn notes(home: &Home, run: i64) -> Vec<String> {
         .collect()
 }
 
+/// The file names at the tip of `branch` in `bare` (which must have it).
+fn files_at(bare: &Path, branch: &str) -> String {
+    let pushed = crate::effects::head_of(bare, branch)
+        .unwrap_or_else(|| panic!("no {branch} in {}", bare.display()));
+    let out = Command::new("git")
+        .args([
+            "--git-dir",
+            bare.to_str().unwrap(),
+            "ls-tree",
+            "--name-only",
+            &pushed,
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Every regular file under `dir` that holds `needle`.
 fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     let mut found = Vec::new();
@@ -202,21 +219,8 @@ async fn two_repositories_each_run_pushes_its_own_with_eagles_token_and_nothing_
             notes.contains(&"push ok".to_string()),
             "run {run}: {notes:?}\n{stdout}"
         );
-        let pushed = head(bare, &branch).unwrap_or_else(|| panic!("no {branch} in {bare:?}"));
-        let files = Command::new("git")
-            .args([
-                "--git-dir",
-                bare.to_str().unwrap(),
-                "ls-tree",
-                "--name-only",
-                &pushed,
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            String::from_utf8_lossy(&files.stdout).contains(&format!("run-{run}.txt")),
-            "{files:?}"
-        );
+        let files = files_at(bare, &branch);
+        assert!(files.contains(&format!("run-{run}.txt")), "{files}");
         assert_eq!(
             head(other, &branch),
             None,
@@ -500,18 +504,7 @@ async fn a_repository_over_ssh_is_fetched_and_pushed_with_its_deploy_key_only() 
         "{notes:?}\n{stdout}\n{stderr}"
     );
     assert!(notes.contains(&format!("origin {url}")), "{notes:?}");
-    let pushed = crate::effects::head_of(&bare, "eagle/run-1").expect("the run's branch");
-    let files = Command::new("git")
-        .args([
-            "--git-dir",
-            bare.to_str().unwrap(),
-            "ls-tree",
-            "--name-only",
-            &pushed,
-        ])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&files.stdout).contains("run-1.txt"));
+    assert!(files_at(&bare, "eagle/run-1").contains("run-1.txt"));
     let private = std::fs::read_to_string(&key).unwrap();
     let secret_line = private.lines().nth(1).unwrap();
     let found = files_holding(home.dir.path(), secret_line.as_bytes());

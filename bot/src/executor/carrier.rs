@@ -36,7 +36,7 @@ use crate::policy::effect::Carried;
 use crate::profile::GithubSettings;
 use crate::runtime::background::{BackgroundLoop, LeaseSpec, Next, Tick};
 use crate::runtime::posts::Poster;
-use crate::store::{PrLink, RunState, Store, StoreError};
+use crate::store::{PrLink, Run, RunState, Store, StoreError};
 
 const LEASE: &str = "carrier";
 const LEASE_TTL: Duration = Duration::from_secs(60);
@@ -65,6 +65,19 @@ pub struct Carrier {
     /// doubling with each try, so that a slow GitHub is not asked on every
     /// change of the database.
     later: std::collections::HashMap<i64, (tokio::time::Instant, u32)>,
+}
+
+impl Carrier {
+    /// Where `run`'s PR is on GitHub and the branch it goes into
+    /// ([`crate::executor::repos::github_of_run`]); `Err` says why nowhere.
+    async fn repo_of(
+        &self,
+        settings: &GithubSettings,
+        run: &Run,
+    ) -> Result<(crate::ground::repo::Repo, String), String> {
+        crate::executor::repos::github_of_run(&self.store, (&settings.repo, &settings.base), run)
+            .await
+    }
 }
 
 impl std::fmt::Debug for Carrier {
@@ -216,12 +229,11 @@ impl Carrier {
             self.later.remove(&request.id);
             // Where a PR was opened: the run's repository, as open_pr found it.
             let opened_in = match (&self.github, request.action.as_str()) {
-                (Some((_, s)), "open_draft_pr") => {
-                    crate::executor::repos::github_of_run(&self.store, (&s.repo, &s.base), &run)
-                        .await
-                        .map(|(repo, _)| repo.to_string())
-                        .ok()
-                }
+                (Some((_, settings)), "open_draft_pr") => self
+                    .repo_of(settings, &run)
+                    .await
+                    .map(|(repo, _)| repo.to_string())
+                    .ok(),
                 _ => None,
             };
             let mut tx = self.store.begin_write().await?;

@@ -102,6 +102,12 @@ pub(super) fn read_token_file(path: &Path) -> Result<secrecy::SecretString, Stri
 
 /// A file only Eagle's user may read, as text.
 pub(super) fn read_private_file(path: &Path) -> Result<String, String> {
+    private_file(path)?;
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// Refuses a file others may read (a key, a token).
+pub(super) fn private_file(path: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     let meta =
         std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -111,5 +117,5 @@ pub(super) fn read_private_file(path: &Path) -> Result<String, String> {
             path.display()
         ));
     }
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    Ok(())
 }

@@ -336,7 +336,7 @@ fn credential(
                     PathBuf::from(k)
                 }
             };
-            private_file(&key)?;
+            super::field::private_file(&key)?;
             if !known_hosts.is_file() {
                 return Err(format!(
                     "{} is missing: the known_hosts the deploy key may talk to (ssh-keyscan HOST > it, then check it)",
@@ -346,20 +346,6 @@ fn credential(
             Ok(GitCredential::SshKey { key, known_hosts })
         }
     }
-}
-
-/// A key file only Eagle's user reads.
-fn private_file(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        return Err(format!(
-            "{} is readable by others: make it Eagle's user's only (chmod 600)",
-            path.display()
-        ));
-    }
-    Ok(())
 }
 
 fn parse_url(text: &str, origins: &Origins<'_>, base_dir: &Path) -> Result<RepoUrl, String> {

@@ -28,13 +28,7 @@ impl Carrier {
                 run.id
             ));
         };
-        let repo = match crate::executor::repos::github_of_run(
-            &self.store,
-            (&settings.repo, &settings.base),
-            run,
-        )
-        .await
-        {
+        let repo = match self.repo_of(settings, run).await {
             Ok((repo, _)) => repo,
             Err(why) => return Outcome::Refused(format!("Eagle did not comment: {why}")),
         };

@@ -49,13 +49,7 @@ impl Carrier {
         };
         // Only in the run's repository (github.repo or one an executor
         // announced), whatever a worker's line named.
-        let repo = match crate::executor::repos::github_of_run(
-            &self.store,
-            (&settings.repo, &settings.base),
-            run,
-        )
-        .await
-        {
+        let repo = match self.repo_of(settings, run).await {
             Ok((repo, _)) => repo,
             Err(why) => return Outcome::Refused(format!("Eagle did not merge: {why}")),
         };

@@ -32,13 +32,7 @@ impl Carrier {
             .clone()
             .unwrap_or_else(|| format!("eagle/run-{}", run.id));
         // The run's repository (its task's), else github.repo.
-        let (repo, base) = match crate::executor::repos::github_of_run(
-            &self.store,
-            (&settings.repo, &settings.base),
-            run,
-        )
-        .await
-        {
+        let (repo, base) = match self.repo_of(settings, run).await {
             Ok(found) => found,
             Err(why) => return Outcome::Refused(format!("Eagle did not open the PR: {why}")),
         };

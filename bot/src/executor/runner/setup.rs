@@ -266,33 +266,33 @@ async fn save(
             .map_err(fail)?;
     }
     if let Some(user) = shared.worker_user.as_ref() {
-        let out = tokio::process::Command::new("chmod")
-            .args(["-R", "g+rX,o-rwx"])
-            .arg(&staging)
-            .output()
+        // Readable by the workers' group, by nobody else.
+        tool("chmod", &["-R", "g+rX,o-rwx"], &staging)
             .await
-            .map_err(|e| fail(e.to_string()))?;
-        if !out.status.success() {
-            return Err(fail(
-                String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            ));
-        }
-        let out = tokio::process::Command::new("chgrp")
-            .args(["-R", "-h", &user.gid.to_string()])
-            .arg(&staging)
-            .output()
+            .map_err(fail)?;
+        tool("chgrp", &["-R", "-h", &user.gid.to_string()], &staging)
             .await
-            .map_err(|e| fail(e.to_string()))?;
-        if !out.status.success() {
-            return Err(fail(
-                String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            ));
-        }
+            .map_err(fail)?;
         host::chmod(parent, 0o711).map_err(|e| fail(e.to_string()))?;
     }
     std::fs::write(staging.join(COMPLETE), b"").map_err(|e| fail(e.to_string()))?;
     let _ = std::fs::remove_dir_all(kept);
     std::fs::rename(&staging, kept).map_err(|e| fail(e.to_string()))
+}
+
+/// Runs a coreutils `program` with `args` and `path`; `Err` is its complaint.
+async fn tool(program: &str, args: &[&str], path: &Path) -> Result<(), String> {
+    let out = tokio::process::Command::new(program)
+        .args(args)
+        .arg(path)
+        .output()
+        .await
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
 }
 
 /// Copies a kept cache into a fresh checkout, as the worker's user (what
