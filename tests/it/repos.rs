@@ -272,6 +272,34 @@ async fn two_repositories_each_run_pushes_its_own_with_eagles_token_and_nothing_
         .map(|r| r.name)
         .collect();
     assert_eq!(names, vec!["api".to_string(), "web".to_string()]);
+    // A task whose repository the executor does not know (another
+    // executor's, since gone) is held at once, not retried.
+    let mut tx = store.begin_write().await.unwrap();
+    let task = tx
+        .tasks()
+        .insert_task(&eagle::store::NewTask {
+            task_gid: "chat:gone".into(),
+            source: "chat".into(),
+            title: "Elsewhere".into(),
+            repo: Some("gone".into()),
+            ..eagle::store::NewTask::default()
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    tx.commit().await.unwrap();
+    let (held, _) = shell(&home, &format!("!go {task}\n")).await;
+    assert!(held.contains("[STATUS: no_repository] run:3"), "{held}");
+    assert!(
+        held.contains("which this executor does not know (it knows web, api)"),
+        "{held}"
+    );
+    let (status, _) = shell(&home, "!status run 3\n").await;
+    assert!(status.contains("held: yes"), "{status}");
+    assert!(
+        status.contains("worker: none now (1 attempt(s) so far, 1 failed)"),
+        "{status}"
+    );
 }
 
 /// A repository's setup runs confined with only its package index

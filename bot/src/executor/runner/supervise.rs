@@ -55,7 +55,12 @@ pub(super) async fn start(shared: &Arc<Shared>, claim: Claim, shutdown: Cancella
         Err(launch::Failure::Store(StoreError::Fenced(_))) => {}
         Err(launch::Failure::Setup(why)) => {
             tracing::warn!(run = fence.run, "the repository's setup failed");
-            judge::setup_failed(shared, &fence, &why).await;
+            let why = format!("the repository's setup failed, so no worker started: {why}");
+            judge::held_at_start(shared, &fence, "setup_failed", &why).await;
+        }
+        Err(launch::Failure::NoRepository(why)) => {
+            tracing::warn!(run = fence.run, %why, "the run's repository is unknown");
+            judge::held_at_start(shared, &fence, "no_repository", &why).await;
         }
         Err(failure) => {
             let reason = failure.to_string();

@@ -250,22 +250,23 @@ pub(super) async fn start_failed(shared: &Shared, fence: &Fence, reason: &str) {
     }
 }
 
-/// Records a run whose repository's setup failed: held for its owner at
-/// once (another attempt would fail the same way), the log's tail in its
-/// topic.
-pub(super) async fn setup_failed(shared: &Shared, fence: &Fence, why: &str) {
+/// Records a run that cannot start a worker for a reason another attempt
+/// would meet again (its repository's setup failed, its task's repository
+/// is unknown): held for its owner at once, `why` in its topic under
+/// `[STATUS: <status>]`.
+pub(super) async fn held_at_start(shared: &Shared, fence: &Fence, status: &str, why: &str) {
     let end = RunEnd::Failed {
-        reason: format!("the repository's setup failed: {}", one_line(why, 300)),
+        reason: one_line(why, 300),
         max_attempts: 1,
         owner: owner_label(shared, fence.run).await,
     };
     let text = format!(
-        "[STATUS: setup_failed] run:{} the repository's setup failed, so no worker started: {}",
+        "[STATUS: {status}] run:{} {}",
         fence.run,
         crate::ground::text::neutralize_mentions(why)
     );
     if let Err(error) = finish(shared, fence, None, &end, &text).await {
-        tracing::error!(%error, run = fence.run, "cannot record a failed setup");
+        tracing::error!(%error, run = fence.run, "cannot record a run held at its start");
     }
 }
 

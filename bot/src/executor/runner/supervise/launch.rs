@@ -28,6 +28,9 @@ pub(super) enum Failure {
     /// The repository's setup failed: the run is held for its owner.
     #[error("the repository's setup failed: {0}")]
     Setup(String),
+    /// The task names a repository this executor does not have: held.
+    #[error("{0}")]
+    NoRepository(String),
 }
 
 /// Prepares a claimed run, starts its worker and records it on the run with
@@ -45,11 +48,10 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         .filter(unlearnt)
         .collect();
     let kind = prompt_kind(claim);
+    let repo = crate::executor::repos::of_task(&shared.settings.repos, task.as_ref())
+        .map_err(|why| Failure::NoRepository(format!("{why}: no worker started")))?;
     let prepared = spawn::prepare_run(shared, run, task.as_ref()).await?;
     let dir = prepared.dir;
-    let repo = crate::executor::repos::of_task(&shared.settings.repos, task.as_ref())
-        .ok()
-        .flatten();
     if prepared.fresh
         && let Some(repo) = repo
     {
