@@ -403,7 +403,30 @@ struct Sshd {
     child: std::process::Child,
     port: u16,
     host_key_line: String,
-    made_run_dir: bool,
+    // Dropped after the child is stopped (fields drop after `drop`).
+    _run_dir: RunDir,
+}
+
+/// sshd's privilege separation directory, made if missing and then removed
+/// when dropped (also when the start panics).
+struct RunDir(bool);
+
+impl RunDir {
+    fn make() -> RunDir {
+        let missing = !Path::new("/run/sshd").exists();
+        if missing {
+            std::fs::create_dir_all("/run/sshd").unwrap();
+        }
+        RunDir(missing)
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if self.0 {
+            let _ = std::fs::remove_dir("/run/sshd");
+        }
+    }
 }
 
 impl Sshd {
@@ -437,11 +460,7 @@ impl Sshd {
             ),
         )
         .unwrap();
-        // sshd's privilege separation directory; made (and removed) if missing.
-        let made_run_dir = !Path::new("/run/sshd").exists();
-        if made_run_dir {
-            std::fs::create_dir_all("/run/sshd").unwrap();
-        }
+        let run_dir = RunDir::make();
         let mut child = Command::new(sshd)
             .args(["-D", "-e", "-f"])
             .arg(&config)
@@ -474,7 +493,7 @@ impl Sshd {
             child,
             port,
             host_key_line,
-            made_run_dir,
+            _run_dir: run_dir,
         }
     }
 }
@@ -483,9 +502,6 @@ impl Drop for Sshd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if self.made_run_dir {
-            let _ = std::fs::remove_dir("/run/sshd");
-        }
     }
 }
 

@@ -105,10 +105,16 @@ pub async fn github_of_run(
     match task.as_ref().and_then(|t| t.repo.as_deref()) {
         None => Ok((default.0.clone(), default.1.to_string())),
         Some(name) => match announced.iter().find(|a| a.name == name) {
-            Some(a) => Ok((
-                github(a).unwrap_or_else(|| default.0.clone()),
-                a.base.clone(),
-            )),
+            Some(a) => match github(a) {
+                Some(g) => Ok((g, a.base.clone())),
+                // `runner.repo` is github.repo's; another repository without
+                // one has no PRs on GitHub (its branches are not there).
+                None if name == DEFAULT_REPO => Ok((default.0.clone(), a.base.clone())),
+                None => Err(format!(
+                    "the run's repository {name} names no GitHub repository \
+                     (its [[runner.repos]] entry may give github = \"owner/name\")"
+                )),
+            },
             None => Err(format!(
                 "the run's task belongs to repository {name}, which no executor announced"
             )),

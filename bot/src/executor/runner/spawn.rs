@@ -176,6 +176,7 @@ pub(super) async fn prepare_run(
     shared: &Shared,
     run: &Run,
     task: Option<&Task>,
+    repo: Option<&crate::profile::RepoSettings>,
 ) -> std::io::Result<Prepared> {
     let dir = RunDir::of(shared, run.id);
     let user = shared.worker_user.as_ref();
@@ -186,8 +187,6 @@ pub(super) async fn prepare_run(
     }
     create_worker_dir(&dir.home, user)?;
     let fresh = create_worker_dir(&dir.work, user)?;
-    let repo = crate::executor::repos::of_task(&shared.settings.repos, task)
-        .map_err(std::io::Error::other)?;
     if fresh && let Some(repo) = repo {
         let branch = run
             .branch_name

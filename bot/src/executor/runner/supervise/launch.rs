@@ -50,7 +50,7 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
     let kind = prompt_kind(claim);
     let repo = crate::executor::repos::of_task(&shared.settings.repos, task.as_ref())
         .map_err(|why| Failure::NoRepository(format!("{why}: no worker started")))?;
-    let prepared = spawn::prepare_run(shared, run, task.as_ref()).await?;
+    let prepared = spawn::prepare_run(shared, run, task.as_ref(), repo).await?;
     let dir = prepared.dir;
     if prepared.fresh
         && let Some(repo) = repo
