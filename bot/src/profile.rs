@@ -384,6 +384,10 @@ pub struct AsanaSettings {
     pub my_tasks: Vec<(String, String)>,
     /// The source of followed tasks (premium workspaces), if imported.
     pub followed_source: Option<String>,
+    /// The executor's repository each source's tasks belong to, where a
+    /// place names one (`repo`); a task of another source goes to the
+    /// executor's first.
+    pub repos: std::collections::BTreeMap<String, String>,
     /// A custom field that names the platform.
     pub platform_field: Option<String>,
     /// Tags that name a platform.

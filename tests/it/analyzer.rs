@@ -96,12 +96,15 @@ impl Desk {
             ));
         }
         toml.push_str(&format!(
-            "[[asana.sections]]\ngid = \"{}\"\nsource = \"user_reports\"\n",
+            "[[asana.sections]]\ngid = \"{}\"\nsource = \"user_reports\"\nrepo = \"web\"\n",
             self.user_reports
         ));
-        for (section, source) in [("Inbox", "my_tasks_inbox"), ("Backlog", "my_tasks_backlog")] {
+        for (section, source, repo) in [
+            ("Inbox", "my_tasks_inbox", ""),
+            ("Backlog", "my_tasks_backlog", "repo = \"api\"\n"),
+        ] {
             toml.push_str(&format!(
-                "[[asana.my_tasks]]\nsection = \"{section}\"\nsource = \"{source}\"\n"
+                "[[asana.my_tasks]]\nsection = \"{section}\"\nsource = \"{source}\"\n{repo}"
             ));
         }
         append(&home, &toml);
@@ -285,6 +288,22 @@ async fn the_seeds_filters_decide_what_is_taken() {
             "{what}: {why:?}"
         );
     }
+    // A place that names its repository gives it to its tasks.
+    let mut tx = store.begin_read().await.unwrap();
+    for (gid, repo) in [
+        (&report, Some("web")),
+        (&backlog, Some("api")),
+        (&inbox, None),
+    ] {
+        let task = tx
+            .tasks()
+            .task_by_gid(&format!("asana:{gid}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(task.repo.as_deref(), repo, "{task:?}");
+    }
+    drop(tx);
     // Closed: done there before Eagle saw it, so never in the inbox (one
     // closed after it came in leaves it: see the intake test below).
     let mut tx = store.begin_read().await.unwrap();
@@ -474,6 +493,62 @@ async fn a_hanging_or_failing_analysis_leaves_its_task_for_review_and_stops_noth
         "{stdout}"
     );
     assert!(stdout.contains("Task #1 (Tabs mode:hang"), "{stdout}");
+}
+
+/// The analysis may name the repository a task belongs to: one an
+/// executor has is kept, unless a person named another; an unknown one is
+/// left out, and the reason says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_analysis_names_a_known_repository_and_never_overrides_a_person() {
+    let mut home = Home::new();
+    home.set("EAGLE_ANALYZER__COMMAND", &fake_analysis());
+    {
+        let store = home_store(&home).await;
+        let repo = |name: &str| eagle::store::AnnouncedRepo {
+            name: name.into(),
+            url: format!("https://github.com/acme/{name}.git"),
+            github: Some(format!("acme/{name}")),
+            base: "main".into(),
+            executor: String::new(),
+            announced_at: chrono::Utc::now(),
+        };
+        store
+            .repos()
+            .announce("elsewhere", &[repo("api"), repo("web")])
+            .await
+            .unwrap();
+    }
+    let out = home.run(
+        &["shell"],
+        "!queue Fix the API mode:repo want:api\n!queue Odd mode:repo want:nowhere\n\
+         !queue --repo web Fix the page mode:repo want:api\n",
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let store = home_store(&home).await;
+    let mut tx = store.begin_read().await.unwrap();
+    let api = tx.tasks().task(1).await.unwrap().unwrap();
+    assert_eq!(api.repo.as_deref(), Some("api"), "{api:?}\n{stdout}");
+    // The prompt listed what the executors have.
+    assert!(
+        api.analysis_summary
+            .as_deref()
+            .is_some_and(|s| s.contains("api")
+                && s.contains("web")
+                && s.starts_with("Repositories:")),
+        "{api:?}"
+    );
+    let odd = tx.tasks().task(2).await.unwrap().unwrap();
+    assert_eq!(odd.repo, None, "{odd:?}");
+    assert!(
+        odd.status_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("\"nowhere\", which no executor has")),
+        "{odd:?}"
+    );
+    let page = tx.tasks().task(3).await.unwrap().expect(&stdout);
+    assert_eq!(page.repo.as_deref(), Some("web"), "{page:?}");
+    assert!(stdout.contains("repository api"), "{stdout}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

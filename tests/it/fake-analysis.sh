@@ -4,7 +4,8 @@
 # named by "pidfile:<path>" and hangs, silent; "mode:busy" talks for ever;
 # "mode:garbled" answers something that is not the JSON object;
 # "mode:broken" fails; "mode:model" asks $MODEL_URL for its summary;
-# anything else is ready to start.
+# "mode:repo want:<name>" names that repository, its summary the prompt's
+# "Repositories:" line; anything else is ready to start.
 if [ $# -ge 1 ]; then prompt="$1"; else prompt="$(cat)"; fi
 case "$prompt" in
 *mode:hang*)
@@ -22,6 +23,11 @@ case "$prompt" in
     answer="$(curl -s -f -m 10 "$MODEL_URL/answer")" || { echo "the model is unreachable" >&2; exit 1; }
     other="$(curl -s -m 5 -o /dev/null -w '%{http_code}' http://other.example.org/ 2>&1)"
     echo "{\"status\": \"awaiting_go\", \"summary\": \"$answer; other host: $other\", \"complexity\": \"low\", \"feasibility\": \"high\", \"priority\": 3}"
+    ;;
+*mode:repo*)
+    want="$(printf '%s' "$prompt" | grep -o 'want:[^ ]*' | head -n 1 | cut -d: -f2-)"
+    listed="$(printf '%s\n' "$prompt" | grep '^Repositories:' | head -n 1)"
+    echo "{\"status\": \"for_review\", \"summary\": \"$listed\", \"repo\": \"$want\"}"
     ;;
 *mode:garbled*)
     echo "I think this one is fine, probably."

@@ -349,9 +349,10 @@ fn a_scripted_day_ends_in_one_digest_with_each_open_item_once() {
     assert!(nothing.contains("Nothing to say"), "{nothing}");
     // Ten tasks, four runs, each escalating its merge.
     let mut day = String::new();
-    for i in 1..=10 {
+    for i in 1..=9 {
         day.push_str(&format!("!queue Task number {i}\n"));
     }
+    day.push_str("!queue --repo default Task number 10\n");
     day.push_str("!go 1\n!go 2\n!go 3\n!go 4\n");
     let first = run(&["shell", "--user", "26"], &day);
     assert_eq!(first.matches("[ESCALATED: merge_pr]").count(), 4, "{first}");
@@ -403,6 +404,11 @@ fn a_scripted_day_ends_in_one_digest_with_each_open_item_once() {
             "task {task} once:\n{digest}"
         );
     }
+    // A task that names its repository is listed with it.
+    assert!(
+        digest.contains("* task #10 (Task number 10) in default: `!go 10`"),
+        "{digest}"
+    );
     assert!(digest.contains("**Cost** since then:"), "{digest}");
 }
 

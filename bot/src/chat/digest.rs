@@ -106,10 +106,7 @@ impl Digest {
             r.state == RunState::Complete && r.completed_at.is_some_and(|at| at >= since)
         }) {
             let task = tx.tasks().task_by_gid(&run.task_gid).await?;
-            let title = task
-                .as_ref()
-                .map(|t| task_label(t.id, &t.title, t.origin_private))
-                .unwrap_or_default();
+            let title = task.as_ref().map(task_label).unwrap_or_default();
             let pr = run
                 .pr_url
                 .as_deref()
@@ -130,11 +127,7 @@ impl Digest {
             offset += tasks.len() as i64;
             for task in &tasks {
                 if matches!(task.status, TaskStatus::AwaitingGo | TaskStatus::ForReview) {
-                    to_go.push(format!(
-                        "* {}: `!go {}`",
-                        task_label(task.id, &task.title, task.origin_private),
-                        task.id
-                    ));
+                    to_go.push(format!("* {}: `!go {}`", task_label(task), task.id));
                 }
             }
         }
@@ -224,12 +217,21 @@ impl Digest {
     }
 }
 
-fn task_label(id: i64, title: &str, private: bool) -> String {
-    if private {
-        format!("task #{id}")
+/// `task #3 (Fix the tab preview) in web`: the title only where the task's
+/// origin is not private, the repository where it names one.
+fn task_label(task: &crate::store::Task) -> String {
+    let id = task.id;
+    let title = if task.origin_private {
+        String::new()
     } else {
-        format!("task #{id} ({})", neutralize_mentions(&one_line(title, 80)))
-    }
+        format!(" ({})", neutralize_mentions(&one_line(&task.title, 80)))
+    };
+    let repo = task
+        .repo
+        .as_deref()
+        .map(|r| format!(" in {r}"))
+        .unwrap_or_default();
+    format!("task #{id}{title}{repo}")
 }
 
 fn section(text: &mut String, name: &str, items: &[String]) {

@@ -491,8 +491,21 @@ impl Analyzer {
         let Some(command) = &self.command else {
             return Ok(None);
         };
-        let analysis = self.run_command(command, task).await;
+        let known = self.store.repos().list().await?;
+        let known: Vec<String> = known.into_iter().map(|r| r.name).collect();
+        let mut analysis = self.run_command(command, task, &known).await;
         let status = analysis.status.unwrap_or(TaskStatus::ForReview);
+        // A repository is kept only where the task names none and an
+        // executor has it (or none has announced any yet).
+        if let Some(repo) = analysis.repo.take() {
+            if task.repo.is_none() && (known.is_empty() || known.contains(&repo)) {
+                analysis.repo = Some(repo);
+            } else if task.repo.is_none() {
+                analysis.reason.push_str(&format!(
+                    "; it named the repository {repo:?}, which no executor has"
+                ));
+            }
+        }
         let mut tx = self.store.begin_write().await?;
         if !tx
             .analyses()
@@ -508,10 +521,15 @@ impl Analyzer {
         Ok(Some((status, told)))
     }
 
-    async fn run_command(&self, command: &AnalysisCommand, task: &Task) -> Analysis {
+    async fn run_command(
+        &self,
+        command: &AnalysisCommand,
+        task: &Task,
+        repos: &[String],
+    ) -> Analysis {
         let prompt = self
             .prompts
-            .render(PromptKind::Analysis, &prompt_values(task));
+            .render(PromptKind::Analysis, &prompt_values(task, repos));
         match command.run(task.id, &prompt).await {
             Ran::Answered(output) => match answer::parse(&output) {
                 Ok(analysis) => analysis,
@@ -656,7 +674,8 @@ pub fn origin_destination(task: &Task) -> Option<Destination> {
     }
 }
 
-fn prompt_values(task: &Task) -> BTreeMap<&'static str, String> {
+/// The analysis prompt's values; `repos`: the executors' repositories.
+fn prompt_values(task: &Task, repos: &[String]) -> BTreeMap<&'static str, String> {
     let list = |json: &str| {
         serde_json::from_str::<Vec<String>>(json)
             .unwrap_or_default()
@@ -669,6 +688,14 @@ fn prompt_values(task: &Task) -> BTreeMap<&'static str, String> {
         ("source", task.source.clone()),
         ("links", list(&task.links)),
         ("tags", list(&task.tags)),
+        (
+            "repos",
+            match (&task.repo, repos) {
+                (Some(repo), _) => format!("{repo} (named by a person)"),
+                (None, []) => "one (leave `repo` out)".to_string(),
+                (None, repos) => repos.join(", "),
+            },
+        ),
     ]
     .into_iter()
     .collect()
@@ -708,6 +735,9 @@ fn analysis_text(task: &Task, analysis: &Analysis) -> String {
     }
     if let Some(p) = analysis.priority {
         facts.push(format!("priority {p}"));
+    }
+    if let Some(r) = analysis.repo.as_ref().or(task.repo.as_ref()) {
+        facts.push(format!("repository {r}"));
     }
     let facts = if facts.is_empty() {
         String::new()

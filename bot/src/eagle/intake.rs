@@ -148,7 +148,8 @@ impl Intake {
             for task in found {
                 // The first place a task is found in names it (config order).
                 if seen.insert(task.gid.clone()) {
-                    tasks.push(external(task, &me.gid));
+                    let repo = self.settings.repos.get(&task.source).cloned();
+                    tasks.push(external(task, &me.gid, repo));
                 }
             }
         };
@@ -236,8 +237,9 @@ fn assignee(user: &User, me: &str) -> String {
     }
 }
 
-/// An Asana task as the inbox stores it; `me` is the token's user's gid.
-fn external(task: AsanaTask, me: &str) -> ExternalTask {
+/// An Asana task as the inbox stores it; `me` is the token's user's gid,
+/// `repo` the repository its place names.
+fn external(task: AsanaTask, me: &str, repo: Option<String>) -> ExternalTask {
     let assignee = task.assignee.as_ref().map(|user| assignee(user, me));
     ExternalTask {
         task_gid: task.inbox_key(),
@@ -252,6 +254,7 @@ fn external(task: AsanaTask, me: &str) -> ExternalTask {
         closed: task.completed,
         external_url: task.permalink_url,
         modified_at: task.modified_at,
+        repo,
     }
 }
 

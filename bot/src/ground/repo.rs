@@ -13,6 +13,16 @@ use serde::{Deserialize, Serialize};
 #[error("{0}")]
 pub struct InvalidRepo(pub String);
 
+/// Whether `name` can name one of an executor's repositories
+/// (`[[runner.repos]] name`, `!queue --repo`, an Asana place's `repo`):
+/// 1 to 40 letters, digits, `-` and `_`, so that it is safe in a path.
+pub fn is_checkout_name(name: &str) -> bool {
+    (1..=40).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 /// A repository, `owner/name`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]

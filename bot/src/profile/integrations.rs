@@ -234,7 +234,38 @@ pub(super) fn asana(
             ));
         }
     };
-    let places = |key: &str, list: Option<Vec<super::raw::RawAsanaPlace>>| {
+    // The repository of each source: a place may name one; two places of
+    // one source must not name two.
+    let mut repos: BTreeMap<String, String> = BTreeMap::new();
+    let mut repo_of = |key: &str, i: Option<usize>, source: &str, repo: Option<String>| {
+        let Some(repo) = repo.map(|r| r.trim().to_string()) else {
+            return Ok(());
+        };
+        if !crate::ground::repo::is_checkout_name(&repo) {
+            return Err(origins.error(
+                key,
+                i,
+                format!(
+                    "repo {repo:?} is not a repository's name as [[runner.repos]] gives it \
+                     (1 to 40 letters, digits, `-`, `_`)"
+                ),
+            ));
+        }
+        match repos.get(source) {
+            Some(other) if *other != repo => Err(origins.error(
+                key,
+                i,
+                format!(
+                    "source {source:?} is given repo {other:?} by another place and {repo:?} here"
+                ),
+            )),
+            _ => {
+                repos.insert(source.to_string(), repo);
+                Ok(())
+            }
+        }
+    };
+    let mut places = |key: &str, list: Option<Vec<super::raw::RawAsanaPlace>>| {
         let mut out = Vec::new();
         for (i, place) in list.unwrap_or_default().into_iter().enumerate() {
             if !is_gid(place.gid.trim()) {
@@ -247,6 +278,7 @@ pub(super) fn asana(
             if place.source.trim().is_empty() {
                 return Err(origins.error(key, Some(i), "source is empty"));
             }
+            repo_of(key, Some(i), place.source.trim(), place.repo)?;
             out.push((
                 place.gid.trim().to_string(),
                 place.source.trim().to_string(),
@@ -261,12 +293,24 @@ pub(super) fn asana(
         if entry.section.trim().is_empty() || entry.source.trim().is_empty() {
             return Err(origins.error("asana.my_tasks", Some(i), "give section and source"));
         }
+        repo_of("asana.my_tasks", Some(i), entry.source.trim(), entry.repo)?;
         my_tasks.push((
             entry.section.trim().to_string(),
             entry.source.trim().to_string(),
         ));
     }
     let followed_source = raw.followed_source.filter(|s| !s.trim().is_empty());
+    match (&followed_source, raw.followed_repo) {
+        (Some(source), repo) => repo_of("asana.followed_repo", None, source.trim(), repo)?,
+        (None, Some(_)) => {
+            return Err(origins.error(
+                "asana.followed_repo",
+                None,
+                "names the repository of followed tasks, but followed_source is not set",
+            ));
+        }
+        (None, None) => {}
+    }
     if projects.is_empty()
         && sections.is_empty()
         && my_tasks.is_empty()
@@ -286,6 +330,7 @@ pub(super) fn asana(
         sections,
         my_tasks,
         followed_source,
+        repos,
         platform_field: raw.platform_field.filter(|f| !f.trim().is_empty()),
         platform_tags: names(origins, "asana.platform_tags", raw.platform_tags)?
             .into_iter()

@@ -130,6 +130,7 @@ const ENV_KEYS: &[&str] = &[
     "asana.token_file",
     "asana.workspace",
     "asana.followed_source",
+    "asana.followed_repo",
     "asana.platform_field",
     "asana.platform_tags",
     "asana.poll_interval",
@@ -251,6 +252,7 @@ pub struct RawAsana {
     pub sections: Option<Vec<RawAsanaPlace>>,
     pub my_tasks: Option<Vec<RawAsanaMyTasks>>,
     pub followed_source: Option<String>,
+    pub followed_repo: Option<String>,
     pub platform_field: Option<String>,
     pub platform_tags: Option<Vec<String>>,
     pub poll_interval: Option<String>,
@@ -261,6 +263,7 @@ pub struct RawAsana {
 pub struct RawAsanaPlace {
     pub gid: String,
     pub source: String,
+    pub repo: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -268,6 +271,7 @@ pub struct RawAsanaPlace {
 pub struct RawAsanaMyTasks {
     pub section: String,
     pub source: String,
+    pub repo: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -204,7 +204,7 @@ fn one(
 ) -> Result<RepoSettings, ProfileError> {
     let err = |why: String| origins.error("runner.repos", Some(i), why);
     let name = raw.name.as_deref().map(str::trim).unwrap_or_default();
-    if !valid_name(name) {
+    if !crate::ground::repo::is_checkout_name(name) {
         return Err(err(format!(
             "name {name:?} is not a repository name: 1 to 40 letters, digits, '-' or '_'"
         )));
@@ -396,13 +396,6 @@ fn parse_url(text: &str, origins: &Origins<'_>, base_dir: &Path) -> Result<RepoU
         base_dir,
         text,
     )))
-}
-
-fn valid_name(name: &str) -> bool {
-    (1..=40).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 fn valid_branch(b: &str) -> bool {

@@ -255,6 +255,18 @@ fn bad_values_name_file_key_and_problem() {
             format!("{}: runner.worker_env[1]: ZULIP_API_KEY is Eagle's own: a worker must never hold it", file("p.toml")),
         ),
         (
+            "role = \"orchestrator\"\n[asana]\nworkspace = \"1\"\n[[asana.projects]]\ngid = \"2\"\nsource = \"bugs\"\nrepo = \"../web\"\n",
+            "",
+            &[("ASANA_TOKEN", "t")],
+            format!("{}: asana.projects[0]: repo \"../web\" is not a repository's name as [[runner.repos]] gives it (1 to 40 letters, digits, `-`, `_`)", file("p.toml")),
+        ),
+        (
+            "role = \"orchestrator\"\n[asana]\nworkspace = \"1\"\n[[asana.projects]]\ngid = \"2\"\nsource = \"bugs\"\nrepo = \"web\"\n[[asana.sections]]\ngid = \"3\"\nsource = \"bugs\"\nrepo = \"api\"\n",
+            "",
+            &[("ASANA_TOKEN", "t")],
+            format!("{}: asana.sections[0]: source \"bugs\" is given repo \"web\" by another place and \"api\" here", file("p.toml")),
+        ),
+        (
             "role = \"executor\"\n[runner.sandbox]\nmode = \"maybe\"\n",
             "",
             &[],

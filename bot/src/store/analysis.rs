@@ -37,6 +37,9 @@ pub struct Analysis {
     pub complexity: Option<String>,
     pub feasibility: Option<String>,
     pub priority: Option<i64>,
+    /// The repository the task belongs to, as the analysis names it; kept
+    /// only where the task names none.
+    pub repo: Option<String>,
     /// The answer as it was, when it could not be read.
     pub raw: Option<String>,
     /// Why, in a sentence (the status reason).
@@ -154,7 +157,8 @@ impl AnalysesTx<'_> {
             sqlx::query(
                 "UPDATE executor_queue SET skipped_by = $2, skip_reasons = NULL, analyzed_at = $3, \
                  analysis_summary = $4, complexity = $5, feasibility = $6, priority = $7, \
-                 analysis_raw = $8, analysis_attempts = analysis_attempts + 1 WHERE id = $1",
+                 analysis_raw = $8, analysis_attempts = analysis_attempts + 1, \
+                 repo = COALESCE(repo, $9) WHERE id = $1",
             )
             .bind(id)
             .bind(skipped_by)
@@ -164,6 +168,7 @@ impl AnalysesTx<'_> {
             .bind(&analysis.feasibility)
             .bind(analysis.priority)
             .bind(&analysis.raw)
+            .bind(&analysis.repo)
             .execute(conn)
             .await
             .map(|done| done.rows_affected())

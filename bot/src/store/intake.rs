@@ -30,6 +30,8 @@ pub struct ExternalTask {
     pub closed: bool,
     pub external_url: Option<String>,
     pub modified_at: Option<DateTime<Utc>>,
+    /// The executor's repository it belongs to, if its place names one.
+    pub repo: Option<String>,
 }
 
 /// What an import did with one task.
@@ -58,6 +60,7 @@ type Row = (
     Option<String>,
     String,
     String,
+    Option<String>,
 );
 
 impl IntakeTx<'_> {
@@ -76,7 +79,7 @@ impl IntakeTx<'_> {
         let existing: Option<Row> = on_tx!(self, conn => {
             sqlx::query_as(
                 "SELECT id, source, title, description, notes, links, tags, platform, assignee, \
-                 task_state, status FROM executor_queue WHERE task_gid = $1",
+                 task_state, status, repo FROM executor_queue WHERE task_gid = $1",
             )
             .bind(&task.task_gid)
             .fetch_optional(conn)
@@ -95,6 +98,7 @@ impl IntakeTx<'_> {
             assignee,
             old_state,
             status,
+            old_repo,
         )) = existing
         else {
             // A task first seen already done (a re-import lists what was
@@ -106,8 +110,8 @@ impl IntakeTx<'_> {
                 sqlx::query_scalar(
                     "INSERT INTO executor_queue (task_gid, added_at, updated_at, source, title, description, \
                      notes, links, tags, platform, assignee, task_state, external_url, external_modified_at, \
-                     origin_transport) \
-                     VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+                     origin_transport, repo) \
+                     VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
                      ON CONFLICT (task_gid) DO NOTHING RETURNING id",
                 )
                 .bind(&task.task_gid)
@@ -124,6 +128,7 @@ impl IntakeTx<'_> {
                 .bind(&task.external_url)
                 .bind(task.modified_at)
                 .bind(task.task_gid.split(':').next().unwrap_or("import"))
+                .bind(&task.repo)
                 .fetch_optional(conn)
                 .await
             })
@@ -144,6 +149,22 @@ impl IntakeTx<'_> {
             self.notify().await?;
             return Ok(Upserted::Created(id));
         };
+        let waiting = matches!(
+            TaskStatus::try_from(status).ok(),
+            Some(
+                TaskStatus::Pending
+                    | TaskStatus::ForReview
+                    | TaskStatus::AwaitingGo
+                    | TaskStatus::Skip
+            )
+        );
+        // A task keeps the repository it was started in: only one still
+        // waiting moves with its place's `repo`.
+        let repo = if waiting {
+            task.repo.clone()
+        } else {
+            old_repo.clone()
+        };
         let changed = source != task.source
             || title != task.title
             || description != task.description
@@ -152,7 +173,8 @@ impl IntakeTx<'_> {
             || old_tags != tags
             || platform != task.platform
             || assignee != task.assignee
-            || old_state != state;
+            || old_state != state
+            || old_repo != repo;
         if !changed {
             return Ok(Upserted::Unchanged(id));
         }
@@ -160,7 +182,7 @@ impl IntakeTx<'_> {
             sqlx::query(
                 "UPDATE executor_queue SET source = $2, title = $3, description = $4, notes = $5, links = $6, \
                  tags = $7, platform = $8, assignee = $9, task_state = $10, external_url = $11, \
-                 external_modified_at = $12, updated_at = $13 WHERE id = $1",
+                 external_modified_at = $12, updated_at = $13, repo = $14 WHERE id = $1",
             )
             .bind(id)
             .bind(&task.source)
@@ -175,20 +197,12 @@ impl IntakeTx<'_> {
             .bind(&task.external_url)
             .bind(task.modified_at)
             .bind(now)
+            .bind(&repo)
             .execute(conn)
             .await
             .map(|done| done.rows_affected())
         })
         .op("updating an imported task")?;
-        let waiting = matches!(
-            TaskStatus::try_from(status).ok(),
-            Some(
-                TaskStatus::Pending
-                    | TaskStatus::ForReview
-                    | TaskStatus::AwaitingGo
-                    | TaskStatus::Skip
-            )
-        );
         if task.closed && old_state != "closed" && waiting {
             self.transitions()
                 .transition_task(

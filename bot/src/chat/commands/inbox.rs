@@ -122,7 +122,7 @@ impl ChatCommand for Queue {
                 let rest = rest.trim_start_matches([' ', '=']);
                 let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
                 let name = &rest[..end];
-                if !valid_repo_name(name) {
+                if !crate::ground::repo::is_checkout_name(name) {
                     return Err(ParseError::usage(
                         &Self::SPEC,
                         format!(
@@ -230,14 +230,6 @@ pub struct NewQueued<'a> {
     pub title: &'a str,
     pub description: &'a str,
     pub repo: Option<&'a str>,
-}
-
-/// A repository's name as a profile gives it.
-fn valid_repo_name(name: &str) -> bool {
-    (1..=40).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 pub async fn queue(

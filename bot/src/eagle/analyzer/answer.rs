@@ -1,5 +1,6 @@
 //! Reading the analysis command's answer: one JSON object with `status`,
-//! `summary`, `complexity`, `feasibility` and `priority`, wherever it is in
+//! `summary`, `complexity`, `feasibility`, `priority` and optionally
+//! `repo` (the repository the task belongs to), wherever it is in
 //! the output (bare, inside Claude Code's `--output-format json` envelope,
 //! or after some prose). Anything else is not guessed at.
 
@@ -57,6 +58,12 @@ pub fn parse(output: &str) -> Result<Analysis, String> {
         complexity: text("complexity", MAX_WORD_CHARS).map(|s| s.to_lowercase()),
         feasibility: text("feasibility", MAX_WORD_CHARS).map(|s| s.to_lowercase()),
         priority,
+        repo: object
+            .get("repo")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|r| crate::ground::repo::is_checkout_name(r))
+            .map(str::to_string),
         raw: None,
         reason,
     })

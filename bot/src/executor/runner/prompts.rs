@@ -91,6 +91,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "source",
     "links",
     "tags",
+    "repos",
 ];
 
 /// The templates in use.
