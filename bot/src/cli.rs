@@ -11,6 +11,7 @@ mod docs;
 mod once;
 mod policy;
 mod profiles;
+mod repo;
 mod service;
 
 use std::collections::BTreeMap;
@@ -104,6 +105,9 @@ pub enum Command {
     Profile(ProfileCommand),
     /// Check that a profile is ready to run: settings, database, Zulip.
     Check(ProfileArg),
+    /// An executor's repositories: run one's setup ahead of its runs.
+    #[command(subcommand)]
+    Repo(repo::RepoCommand),
     /// Analyse the tasks pending analysis now, and print a summary (the
     /// analyzer of `eagle run` does this continuously).
     Analyze {
@@ -612,6 +616,18 @@ pub async fn run(cli: Cli, process: Process) -> anyhow::Result<ExitCode> {
             check::check(&profile, env, process.exe.as_deref()).await
         }
         Command::Policy(command) => policy::run(dir, command, env).await,
+        Command::Repo(repo::RepoCommand::Setup {
+            profile,
+            name,
+            force,
+        }) => {
+            let profile = load(dir, &profile, env)?;
+            harden();
+            let store = open_store(&profile).await?;
+            let result = repo::setup(profile, &store, process.exe()?, &name, force).await;
+            store.close().await;
+            result
+        }
         Command::Digest(profile) => {
             let profile = load(dir, &profile.profile, env)?;
             harden();

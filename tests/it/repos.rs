@@ -114,6 +114,30 @@ async fn shell(home: &Home, input: &str) -> (String, String) {
     .expect("the shell's thread")
 }
 
+/// Runs the home's own copy of the binary with `args` in a blocking
+/// thread: whether it succeeded, stdout and stderr.
+async fn eagle_in(home: &Home, args: &[&str]) -> (bool, String, String) {
+    let (env, dir) = (home.env.clone(), home.dir.path().to_path_buf());
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let child = Command::new(dir.join("bin/eagle"))
+            .args(&args)
+            .env_clear()
+            .envs(&env)
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn eagle");
+        let out = finish(child, b"", "eagle");
+        let (stdout, stderr) = text(&out);
+        (out.status.success(), stdout, stderr)
+    })
+    .await
+    .expect("eagle's thread")
+}
+
 /// A run's working directory in `home`.
 fn work(home: &Home, run: i64) -> PathBuf {
     home.dir
@@ -377,13 +401,39 @@ async fn the_setup_runs_once_per_lock_file_and_the_agent_stays_offline() {
     );
     assert!(status2.contains("setup: cached"), "{status2}");
 
+    // A changed lock file: `eagle repo setup` runs the setup ahead of the
+    // next run, which then finds it kept.
     commit_to_main(served.path(), &web, "package-lock.json", "{\"v\": 2}\n");
+    let (ok, out, err) = eagle_in(&home, &["repo", "setup", "web"]).await;
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("Repository web: setup ran (cache "), "{out}");
+    assert_eq!(index.fetches("pkg/demo.tar"), 2, "{out}\n{err}");
+    let (ok, out, _) = eagle_in(&home, &["repo", "setup", "web"]).await;
+    assert!(ok && out.contains("setup cached"), "{out}");
+    assert_eq!(index.fetches("pkg/demo.tar"), 2, "it ran again: {out}");
+    let runs = home.dir.path().join("data/executor/runs");
+    assert!(
+        !runs.join("setup-web").exists(),
+        "the setup's checkout is left behind"
+    );
     let (third, _) = shell(&home, &task(3)).await;
     assert!(
         notes(&home, 3).contains(&"dep demo 1.0".to_string()),
         "{third}"
     );
     assert_eq!(index.fetches("pkg/demo.tar"), 2, "{third}");
+    let (status3, _) = shell(&home, "!status run 3\n").await;
+    assert!(status3.contains("setup: cached"), "{status3}");
+    // A failing setup ahead of time says why, and an unknown name lists
+    // the known ones.
+    let (ok, _, err) = eagle_in(&home, &["repo", "setup", "broken"]).await;
+    assert!(!ok && err.contains("the-registry-is-down"), "{err}");
+    let (ok, _, err) = eagle_in(&home, &["repo", "setup", "nowhere"]).await;
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("no repository named \"nowhere\"; its repositories: web, broken"),
+        "{err}"
+    );
 
     let (told, _) = shell(&home, "!queue --repo broken Never mode:setup\n!go 4\n").await;
     assert!(told.contains("[STATUS: setup_failed] run:4"), "{told}");

@@ -107,11 +107,13 @@ impl Default for EgressLimits {
 }
 
 /// Whom a proxy serves: a run's attempt (its refusals are recorded for
-/// `!status run N`) or an analysis of a task (they are only logged).
+/// `!status run N`), an analysis of a task or a repository's setup run
+/// ahead of any run (`eagle repo setup`: they are only logged).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Client {
     Run(i64),
     Analysis { task: i64 },
+    SetupAhead,
 }
 
 impl std::fmt::Display for Client {
@@ -119,6 +121,7 @@ impl std::fmt::Display for Client {
         match self {
             Client::Run(run) => write!(f, "run {run}"),
             Client::Analysis { task } => write!(f, "the analysis of task #{task}"),
+            Client::SetupAhead => write!(f, "a repository's setup ahead of its runs"),
         }
     }
 }

@@ -52,7 +52,7 @@ pub(super) async fn before_the_agent(
     dir: &RunDir,
     run: &crate::store::Run,
 ) -> Result<(), String> {
-    let result = prepare(shared, repo, dir, run.id).await;
+    let result = prepare(shared, repo, dir, Some(run.id), false).await;
     let outcome = match &result {
         Ok(Some(done)) => done.describe(),
         Ok(None) => return Ok(()),
@@ -112,21 +112,99 @@ pub fn cache_key(repo: &RepoSettings, checkout: &Path) -> String {
     hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Runs the setup of `repo` in the run's fresh checkout, or copies in the
-/// caches a setup with the same key left. `Err` holds what to tell the
-/// run's owner (the log's tail).
-pub(super) async fn prepare(
+/// `eagle repo setup NAME`: runs the setup of `repo` now, in a fresh
+/// checkout of its base branch made as a run's would be (from Eagle's
+/// cache, fetched first), confined as a run's, and keeps its caches under
+/// the current key, so that the next run starts without running it. A
+/// setup already kept for that key is not run again unless `force`. The
+/// checkout is removed afterwards; `Err` says why it failed (the log's
+/// tail).
+pub async fn ahead(
+    shared: &Shared,
+    repo: &RepoSettings,
+    force: bool,
+) -> Result<Option<SetupOutcome>, String> {
+    if repo.setup.is_none() {
+        return Ok(None);
+    }
+    let base = shared.runs_dir.join(format!("setup-{}", repo.name));
+    let dir = RunDir {
+        work: base.join("work"),
+        home: base.join("home"),
+        eagle: base.join("eagle"),
+        base,
+    };
+    let result = async {
+        let io = |what: &str, e: std::io::Error| {
+            format!(
+                "cannot prepare {} for the setup: {what}: {e}",
+                dir.base.display()
+            )
+        };
+        spawn::prepare_dirs(shared).map_err(|e| io("the runs directory", e))?;
+        // What an earlier, interrupted setup left goes first (a directory
+        // of Eagle's: removing it follows no link).
+        if std::fs::symlink_metadata(&dir.base).is_ok() {
+            std::fs::remove_dir_all(&dir.base).map_err(|e| io("removing the last one", e))?;
+        }
+        for (path, mode) in [(&dir.base, 0o711), (&dir.eagle, 0o755)] {
+            std::fs::create_dir_all(path).map_err(|e| io("creating it", e))?;
+            host::chmod(path, mode).map_err(|e| io("its mode", e))?;
+        }
+        let user = shared.worker_user.as_ref();
+        spawn::create_worker_dir(&dir.home, user).map_err(|e| io("its home", e))?;
+        spawn::create_worker_dir(&dir.work, user).map_err(|e| io("its checkout", e))?;
+        let auth = crate::executor::repos::git::GitAuth::of(
+            repo,
+            shared.github_token.as_ref(),
+            &shared.data_dir,
+        )
+        .await?;
+        let (cache, _) =
+            crate::executor::repos::cache::refresh(&shared.data_dir, repo, &auth, user).await?;
+        drop(auth);
+        let branch = format!("eagle/setup-{}", repo.name);
+        let checkout = crate::executor::repos::checkout::Checkout {
+            cache: &cache,
+            origin: &repo.url.as_git(),
+            branch: &branch,
+            base: &dir.base,
+            work: &dir.work,
+            home: &dir.home,
+            eagle: &dir.eagle,
+            path: &shared.settings.worker_env.path,
+        };
+        crate::executor::repos::checkout::clone(&checkout, user)
+            .await
+            .map_err(|e| format!("cannot check {} out: {e}", repo.name))?;
+        std::fs::write(dir.eagle.join("rules.md"), "").map_err(|e| io("the rules file", e))?;
+        prepare(shared, repo, &dir, None, force).await
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&dir.base);
+    result
+}
+
+/// Runs the setup of `repo` in the run's fresh checkout (`run`; `None`:
+/// ahead of any run), or copies in the caches a setup with the same key
+/// left, unless `force`. `Err` holds what to tell the run's owner (the
+/// log's tail).
+async fn prepare(
     shared: &Shared,
     repo: &RepoSettings,
     dir: &RunDir,
-    run: i64,
+    run: Option<i64>,
+    force: bool,
 ) -> Result<Option<SetupOutcome>, String> {
     let Some(command) = &repo.setup else {
         return Ok(None);
     };
     let key = cache_key(repo, &dir.work);
     let kept = env_dir(&shared.data_dir, &repo.name).join(&key);
-    if kept.join(COMPLETE).is_file() {
+    if kept.join(COMPLETE).is_file() && !force {
+        if run.is_none() {
+            return Ok(Some(SetupOutcome::Cached { key }));
+        }
         restore(shared, &kept, &dir.work, &repo.cache).await?;
         return Ok(Some(SetupOutcome::Cached { key }));
     }
@@ -143,12 +221,15 @@ async fn run_confined(
     repo: &RepoSettings,
     command: &str,
     dir: &RunDir,
-    run: i64,
+    run: Option<i64>,
 ) -> Result<(), String> {
     let io = |e: std::io::Error| format!("the setup could not start: {e}");
     // Beside the work logs, which only Eagle opens (the setup writes to it
     // through the descriptor it inherits).
-    let log = shared.logs_dir.join("setup").join(format!("run-{run}.log"));
+    let log = shared.logs_dir.join("setup").join(match run {
+        Some(run) => format!("run-{run}.log"),
+        None => format!("{}.log", repo.name),
+    });
     let _ = std::fs::remove_file(&log);
     let exit_file = dir.eagle.join("setup.exit");
     // No model key, no credential: only what a shell needs.
@@ -172,7 +253,10 @@ async fn run_confined(
         let _ = std::fs::remove_file(&socket);
         let listener = crate::confine::egress::bind(&socket, user).map_err(io)?;
         _egress = Some(listener.serve(crate::confine::egress::Egress {
-            client: crate::confine::egress::Client::Run(run),
+            client: match run {
+                Some(run) => crate::confine::egress::Client::Run(run),
+                None => crate::confine::egress::Client::SetupAhead,
+            },
             store: shared.store.clone(),
             allow: Arc::new(repo.setup_allow_hosts.clone()),
             limits: crate::confine::egress::EgressLimits::default(),

@@ -250,7 +250,7 @@ fn refuse_symlink(path: &Path) -> std::io::Result<()> {
 
 /// Creates one of the worker's directories if it does not exist (returns
 /// whether it did), private to the worker's user.
-fn create_worker_dir(path: &Path, user: Option<&UnixUser>) -> std::io::Result<bool> {
+pub(super) fn create_worker_dir(path: &Path, user: Option<&UnixUser>) -> std::io::Result<bool> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_symlink() => Err(std::io::Error::other(format!(
             "{} is a symlink: refusing to use it",
