@@ -28,7 +28,7 @@ const RESUME_MARKER: &str = "Eagle's answers to your earlier requests";
 
 /// The pinned CLI, installed under `target/` on first use (the check script
 /// installs it before the tests run).
-fn claude_bin() -> PathBuf {
+pub(crate) fn claude_bin() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("claude-code");
     let bin = dir.join("node_modules/.bin/claude");
     if bin.exists() {
@@ -56,16 +56,16 @@ fn claude_bin() -> PathBuf {
 
 /// What the fake model saw.
 #[derive(Default)]
-struct Seen {
-    requests: Vec<Value>,
+pub(crate) struct Seen {
+    pub(crate) requests: Vec<Value>,
     sessions: Vec<String>,
     unknown: Vec<String>,
     next_id: u64,
 }
 
 #[derive(Clone)]
-struct FakeModel {
-    seen: Arc<Mutex<Seen>>,
+pub(crate) struct FakeModel {
+    pub(crate) seen: Arc<Mutex<Seen>>,
     /// The file the model tries to write outside the run's directory.
     outside: PathBuf,
     /// A scripted session instead of the story: one tool call per turn, in
@@ -74,7 +74,7 @@ struct FakeModel {
 }
 
 /// How many tool results the conversation carries so far.
-fn tool_results(body: &Value) -> usize {
+pub(crate) fn tool_results(body: &Value) -> usize {
     body["messages"]
         .as_array()
         .map(|messages| {
@@ -268,7 +268,7 @@ async fn start_fake(outside: PathBuf) -> (String, FakeModel) {
     start_scripted(outside, Vec::new()).await
 }
 
-async fn start_scripted(outside: PathBuf, script: Vec<Value>) -> (String, FakeModel) {
+pub(crate) async fn start_scripted(outside: PathBuf, script: Vec<Value>) -> (String, FakeModel) {
     let model = FakeModel {
         seen: Arc::default(),
         outside,

@@ -25,7 +25,7 @@ use fake_apis::{
 use secrecy::SecretString;
 use serde_json::{Map, json};
 
-mod app;
+pub(crate) mod app;
 mod limits;
 mod views;
 mod writes;

@@ -197,10 +197,12 @@ fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     found
 }
 
-/// Two repositories over HTTPS-like git that demands a token: each task
-/// goes to its repository, each run's push lands on its own branch there
-/// and nowhere else, the checkout's origin is the plain URL, and the token
-/// is in no file, no worker's view of any process, and no log line.
+/// Two repositories over HTTPS-like git that demands a token, the real
+/// Claude Code CLI as the worker (its model faked): each task goes to its
+/// repository, each run's `git push` (the CLI's Bash tool) lands on its
+/// own branch there and nowhere else, the checkout's origin is the plain
+/// URL, and the token is in no file, no worker's view of any process, and
+/// no log line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_repositories_each_run_pushes_its_own_with_eagles_token_and_nothing_shows_it() {
     let db = TestDb::new(Db::Sqlite).await;
@@ -209,10 +211,33 @@ async fn two_repositories_each_run_pushes_its_own_with_eagles_token_and_nothing_
     let api = bare_repo(served.path(), "api", &[("README", "api\n")]);
     let server = GitHttp::start(served.path(), TOKEN).await;
     let mut home = Home::new();
-    worker_bin(&mut home);
+    let bin = worker_bin(&mut home);
+    // The agent's one tool call: the worker script (notes, the processes'
+    // view, a commit and `git push`) through the CLI's Bash tool.
+    let push = serde_json::json!({"type": "tool_use", "name": "Bash", "input": {
+        "command": format!("bash {} mode:push", bin.join("repo-worker.sh").display()),
+        "description": "commit and push"}});
+    let (model_url, model) =
+        crate::claude::start_scripted(home.dir.path().join("outside.txt"), vec![push]).await;
+    let claude = crate::claude::claude_bin();
     home.set("EAGLE_DATABASE_URL", &db.url)
         .set("GIT_TOKEN", TOKEN)
-        .set("RUST_LOG", "trace");
+        .set("RUST_LOG", "trace")
+        .set(
+            "EAGLE_RUNNER__WORKER_COMMAND",
+            &format!(
+                "{} -p {{prompt}} --output-format stream-json --verbose",
+                claude.display()
+            ),
+        )
+        .set(
+            "EAGLE_RUNNER__WORKER_ENV",
+            "ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
+        )
+        .set("EAGLE_RUNNER__NO_OUTPUT_TIMEOUT", "60s")
+        .set("EAGLE_RUNNER__HOOK_TIMEOUT", "30s")
+        .set("ANTHROPIC_BASE_URL", &model_url)
+        .set("ANTHROPIC_API_KEY", "test-key-not-a-secret");
     add_to_executor(
         &home,
         &format!(
@@ -264,6 +289,20 @@ async fn two_repositories_each_run_pushes_its_own_with_eagles_token_and_nothing_
                 .ends_with(&format!("data/repos/{name}.git/objects")),
             "{alternates}"
         );
+    }
+    // The real CLI ran both sessions, its push call without an error.
+    {
+        let seen = model.seen.lock().unwrap();
+        let done: Vec<&serde_json::Value> = seen
+            .requests
+            .iter()
+            .filter(|r| crate::claude::tool_results(r) == 1)
+            .collect();
+        assert!(done.len() >= 2, "{stdout}");
+        for request in done {
+            let text = request.to_string();
+            assert!(!text.contains("\"is_error\":true"), "{text}");
+        }
     }
     // Eagle's git sent the token, and only it; nothing was refused.
     assert_eq!(server.authorizations(), vec![TOKEN.to_string()]);
@@ -604,4 +643,79 @@ async fn a_repository_over_ssh_is_fetched_and_pushed_with_its_deploy_key_only() 
     let found = files_holding(home.dir.path(), secret_line.as_bytes());
     assert!(found.is_empty(), "the deploy key is in {found:#?}");
     drop(sshd);
+}
+
+/// Eagle's git as a GitHub App: the installation token the App's JWT buys
+/// from the (fake) GitHub clones, fetches and pushes, against a git remote
+/// that takes only the tokens GitHub issued for that repository; a token
+/// about to expire is renewed before git uses it, and none is shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_github_apps_installation_token_fetches_and_pushes_and_is_renewed_as_it_expires() {
+    const APP: u64 = 4242;
+    let db = TestDb::new(Db::Sqlite).await;
+    let served = tempfile::tempdir().unwrap();
+    let web = bare_repo(served.path(), "web", &[("README", "web\n")]);
+    let keys = tempfile::tempdir().unwrap();
+    let (private, public) = crate::github::app::rsa_pair(keys.path(), "app");
+    let fake = fake_apis::FakeGitHub::start().await;
+    fake.add_repo("acme/web", fake_apis::RepoSpec::default());
+    let mut spec = fake_apis::AppSpec::new(APP, "eagle-app", &public);
+    // Shorter than the five minutes before expiry at which Eagle renews:
+    // every use finds the last token about to expire.
+    spec.token_lifetime = std::time::Duration::from_secs(120);
+    fake.add_app(spec);
+    fake.install_app(APP, &["acme/web"]);
+    let grants = fake.clone();
+    let server = GitHttp::start_checked(
+        served.path(),
+        std::sync::Arc::new(move |password: &str, repo: &str| {
+            grants.installation_token_grants(password, &format!("acme/{repo}"))
+        }),
+    )
+    .await;
+    let mut home = Home::new();
+    worker_bin(&mut home);
+    let key = home.dir.path().join("app.pem");
+    std::fs::write(&key, &private).unwrap();
+    eagle::ground::host::chmod(&key, 0o600).unwrap();
+    home.set("EAGLE_DATABASE_URL", &db.url)
+        .set("EAGLE_GITHUB__API_URL", &fake.url())
+        .set("EAGLE_GITHUB__REPO", "acme/web")
+        .set("EAGLE_GITHUB__APP_ID", &APP.to_string())
+        .set("EAGLE_GITHUB__PRIVATE_KEY_FILE", &key.display().to_string())
+        .set("RUST_LOG", "trace");
+    add_to_executor(
+        &home,
+        &format!(
+            "[[runner.repos]]\nname = \"web\"\nurl = \"{}\"\ngithub = \"acme/web\"\n",
+            server.url("web")
+        ),
+    );
+    let (stdout, stderr) = shell(
+        &home,
+        "!queue Web work mode:push\n!go 1\n!queue Web again mode:push\n!go 2\n",
+    )
+    .await;
+    for run in [1, 2] {
+        assert!(
+            notes(&home, run).contains(&"push ok".to_string()),
+            "run {run}: {:?}\n{stdout}",
+            notes(&home, run)
+        );
+        let files = files_at(&web, &format!("eagle/run-{run}"));
+        assert!(files.contains(&format!("run-{run}.txt")), "{files}");
+    }
+    // Every password git sent was an installation token GitHub issued for
+    // acme/web; each run's git found the last one about to expire and
+    // bought another.
+    let tokens = server.authorizations();
+    assert_eq!(server.refused(), 0, "{tokens:?}");
+    assert!(tokens.len() >= 2, "{tokens:?}");
+    assert!(fake.installation_tokens_issued() >= 2);
+    for token in &tokens {
+        assert!(token.starts_with("ghs_"), "{token}");
+        assert!(!stdout.contains(token.as_str()) && !stderr.contains(token.as_str()));
+        let found = files_holding(home.dir.path(), token.as_bytes());
+        assert!(found.is_empty(), "{token} found in {found:#?}");
+    }
 }

@@ -20,7 +20,7 @@ const APP_ID: u64 = 4242;
 const BOT: &str = "eagle-app[bot]";
 
 /// An RSA key pair made by the openssl CLI in `dir`: (private, public) PEM.
-fn rsa_pair(dir: &Path, name: &str) -> (String, String) {
+pub(crate) fn rsa_pair(dir: &Path, name: &str) -> (String, String) {
     let key = dir.join(format!("{name}.pem"));
     let run = |args: &[&str]| {
         let out = Command::new("openssl")

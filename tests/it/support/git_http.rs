@@ -31,9 +31,20 @@ pub struct GitHttp {
     _home: tempfile::TempDir,
 }
 
+/// Which passwords the server takes.
+enum Accept {
+    /// This one.
+    Token(String),
+    /// Those the check takes for the repository (its name, without `.git`).
+    Check(Arc<Check>),
+}
+
+/// A password check: (password, repository name) → accepted.
+pub type Check = dyn Fn(&str, &str) -> bool + Send + Sync;
+
 /// What the server accepts and what it has seen.
 struct State {
-    token: String,
+    accept: Accept,
     refused: usize,
     served: usize,
     /// Each password presented, once, in the order first seen.
@@ -53,13 +64,23 @@ impl GitHttp {
     /// `token` (any username, as GitHub takes `x-access-token:<token>`);
     /// pushes are allowed. Bound before it returns, so it answers at once.
     pub async fn start(root: &Path, token: &str) -> GitHttp {
+        GitHttp::serve(root, Accept::Token(token.to_owned())).await
+    }
+
+    /// As [`GitHttp::start`], taking the passwords `check` takes for each
+    /// repository (a GitHub App's installation tokens, say).
+    pub async fn start_checked(root: &Path, check: Arc<Check>) -> GitHttp {
+        GitHttp::serve(root, Accept::Check(check)).await
+    }
+
+    async fn serve(root: &Path, accept: Accept) -> GitHttp {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("the git server cannot bind 127.0.0.1");
         let addr = listener.local_addr().expect("the git server's address");
         let home = tempfile::tempdir().expect("a home for git http-backend");
         let state = Arc::new(Mutex::new(State {
-            token: token.to_owned(),
+            accept,
             refused: 0,
             served: 0,
             passwords: Vec::new(),
@@ -98,7 +119,7 @@ impl GitHttp {
 
     /// Accepts `token` from now on, and no longer the one before.
     pub fn set_token(&self, token: &str) {
-        self.lock().token = token.to_owned();
+        self.lock().accept = Accept::Token(token.to_owned());
     }
 
     /// How many requests were answered 401 (no or wrong credentials).
@@ -150,7 +171,18 @@ async fn handle(context: &Context, request: Request) -> Response {
         {
             state.passwords.push(p.clone());
         }
-        let allowed = password.as_deref() == Some(state.token.as_str());
+        let repo = parts
+            .uri
+            .path()
+            .trim_start_matches('/')
+            .split_once(".git")
+            .map(|(name, _)| name)
+            .unwrap_or_default();
+        let allowed = match (&state.accept, password.as_deref()) {
+            (Accept::Token(token), Some(p)) => p == token,
+            (Accept::Check(check), Some(p)) => check(p, repo),
+            (_, None) => false,
+        };
         if allowed {
             state.served += 1;
         } else {

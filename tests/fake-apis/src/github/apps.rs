@@ -350,6 +350,23 @@ impl FakeGitHub {
         });
     }
 
+    /// Whether `token` is an installation token this fake issued, not yet
+    /// expired, whose installation covers `repo` (`owner/name`): what
+    /// GitHub's git endpoint asks of the password it is given.
+    pub fn installation_token_grants(&self, token: &str, repo: &str) -> bool {
+        let mut state = self.shared.read();
+        let now = state.clock.now_ms();
+        let Some(issued) = state.apps.tokens.get(token) else {
+            return false;
+        };
+        issued.expires_ms > now
+            && state
+                .apps
+                .installations
+                .get(&issued.installation)
+                .is_some_and(|i| i.repos.contains(&repo.to_lowercase()))
+    }
+
     /// How many installation tokens were issued, for any installation.
     pub fn installation_tokens_issued(&self) -> usize {
         self.shared.read().apps.issued.len()
