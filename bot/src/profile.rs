@@ -464,6 +464,9 @@ pub struct Profile {
     pub zulip: ZulipSettings,
     pub chat: ChatSettings,
     pub github: Option<GithubSettings>,
+    /// The files this profile names that hold secrets (token files, the
+    /// App's private key, deploy keys): never in a worker's view.
+    pub secret_files: Vec<PathBuf>,
     /// How long `eagle shell` from a pipe waits for running workers at the end.
     pub shell_wait: Duration,
     /// `[ops]`: the metrics and health listener, the log format.

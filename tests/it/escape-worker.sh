@@ -8,7 +8,9 @@
 #
 # The task's text says what to do: `mode:<escape|forkbomb|disk|fsize|nofile>` and the
 # places to try (`db:`, `zuliprc:`, `profile:`, `data:`, `other:`,
-# `other_sock:`, `outside:`, `port:`, `uport:`, `abstract:`, `eagle_pid:`).
+# `other_sock:`, `outside:`, `port:`, `uport:`, `abstract:`, `eagle_pid:`,
+# `pty:`, `msgq:`, `varlib_sock:`, `home_sock:`, `opt_token:`,
+# `etc_token:`, `other_zuliprc:`, `wal:`).
 
 if [ $# -ge 1 ]; then prompt="$1"; else prompt="$(cat)"; fi
 run="${EAGLE_RUN_ID:-?}"
@@ -23,6 +25,9 @@ escape() { # name, command…: blocked when the command fails
     shift
     if "$@" >/dev/null 2>&1; then echo "$name escaped" >>"$report"; else echo "$name blocked" >>"$report"; fi
 }
+read_any() { # succeeds when the file gives any byte (a file covered by /dev/null gives none)
+    test -n "$(head -c 64 "$1" 2>/dev/null)"
+}
 works() { # name, command…: works when the command succeeds
     local name="$1"
     shift
@@ -36,6 +41,14 @@ s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.settimeout(2)
 s.sendto(b"hello",(sys.argv[1],int(sys.argv[2]))); s.recvfrom(64)' "$@"
 }
 unix_connect() { $py -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' "$@"; }
+msgq_send() { # sends to the host's System V message queue with this key
+    $py -c '
+import ctypes,sys
+libc=ctypes.CDLL(None,use_errno=True)
+q=libc.msgget(int(sys.argv[1]),0)
+if q<0: sys.exit(1)
+buf=ctypes.create_string_buffer(b"\x01\x00\x00\x00\x00\x00\x00\x00pwned")
+sys.exit(0 if libc.msgsnd(q,buf,5,0o4000)==0 else 1)' "$@"; }
 abstract_connect() { $py -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect("\0"+sys.argv[1])' "$@"; }
 ptrace() { $py -c '
 import ctypes,sys
@@ -52,11 +65,11 @@ escape)
     : >"$report"
     outside="$(word outside)"
     # Eagle's own files and other runs.
-    escape read_db cat "$(word db)"
-    escape read_zuliprc cat "$(word zuliprc)"
-    escape read_profile cat "$(word profile)"
+    escape read_db read_any "$(word db)"
+    escape read_zuliprc read_any "$(word zuliprc)"
+    escape read_profile read_any "$(word profile)"
     escape list_data ls "$(word data)"
-    escape read_other_run cat "$(word other)/home/token"
+    escape read_other_run read_any "$(word other)/home/token"
     escape list_other_run ls "$(word other)/work"
     escape connect_other_socket unix_connect "$(word other_sock)"
     # Writing outside the run.
@@ -71,6 +84,8 @@ escape)
     escape git_config_command git config core.hooksPath /tmp
     escape git_hook sh -c 'echo "#!/bin/sh" > .git/hooks/post-commit && chmod +x .git/hooks/post-commit'
     escape git_swap mv .git .git-replaced
+    escape git_attributes sh -c 'echo "* filter=evil" > .git/info/attributes'
+    escape git_hooks_swap sh -c 'rm -rf .git/hooks && mkdir .git/hooks && echo "#!/bin/sh" > .git/hooks/pre-push' 
     # The network.
     escape tcp_by_ip tcp 1.1.1.1 80
     escape tcp_by_name tcp example.com 80
@@ -80,6 +95,16 @@ escape)
     escape tcp_postgres tcp 127.0.0.1 5432
     escape unix_postgres unix_connect /var/run/postgresql/.s.PGSQL.5432
     escape abstract_socket abstract_connect "$(word abstract)"
+    escape unix_var_lib unix_connect "$(word varlib_sock)"
+    escape unix_eagle_home unix_connect "$(word home_sock)"
+    # The host's terminals and IPC.
+    escape write_pty sh -c "echo pwned > '$(word pty)'"
+    escape ipc_msgq msgq_send "$(word msgq)"
+    # Secret files a profile names, wherever they are.
+    escape read_token_opt read_any "$(word opt_token)"
+    escape read_token_etc read_any "$(word etc_token)"
+    escape read_other_zuliprc read_any "$(word other_zuliprc)"
+    escape read_db_wal read_any "$(word wal)"
     # Other processes.
     escape signal_eagle kill -0 "$(word eagle_pid)"
     escape ptrace_eagle ptrace "$(word eagle_pid)"

@@ -79,7 +79,11 @@ impl Listeners {
         let reached = Arc::new(AtomicBool::new(false));
         let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
         let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let abstract_name = format!("eagle-sandbox-test-{}", std::process::id());
+        let abstract_name = format!(
+            "eagle-sandbox-test-{}-{}",
+            std::process::id(),
+            fastrand::u32(..)
+        );
         let abstract_listener = {
             use std::os::linux::net::SocketAddrExt;
             let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
@@ -118,7 +122,21 @@ impl Listeners {
 /// Runs `eagle shell` as root with a confined worker user, the hostile
 /// worker as the worker command, and `lines` after the pid is known.
 fn shell(home: &Home, input: impl FnOnce(u32) -> String) -> (String, String) {
-    let child = std::process::Command::new(home.dir.path().join("bin/eagle"))
+    shell_as(home, None, input)
+}
+
+/// As [`shell`], as `user` (an unprivileged Eagle) when given.
+fn shell_as(
+    home: &Home,
+    user: Option<&SandboxUser>,
+    input: impl FnOnce(u32) -> String,
+) -> (String, String) {
+    use std::os::unix::process::CommandExt as _;
+    let mut command = std::process::Command::new(home.dir.path().join("bin/eagle"));
+    if let Some(user) = user {
+        command.uid(user.uid).gid(user.gid);
+    }
+    let child = command
         .arg("shell")
         .env_clear()
         .envs(&home.env)
@@ -138,6 +156,12 @@ fn shell(home: &Home, input: impl FnOnce(u32) -> String) -> (String, String) {
 /// A home whose executor runs `escape-worker.sh` confined, as `user`, in a
 /// clone of a small repository.
 fn hostile_home(user: &SandboxUser) -> Home {
+    hostile_home_as(user, false)
+}
+
+/// As [`hostile_home`]; `shared`: Eagle itself runs as `user` (an
+/// unprivileged Eagle whose workers share its user), so the home is its.
+fn hostile_home_as(user: &SandboxUser, shared: bool) -> Home {
     let mut home = Home::new();
     let root = home.dir.path().to_path_buf();
     eagle::ground::host::chmod(&root, 0o711).unwrap();
@@ -193,18 +217,22 @@ fn hostile_home(user: &SandboxUser) -> Home {
     .unwrap();
     // As a worker user's file would be: the same user could read it.
     std::os::unix::fs::chown(&zuliprc, Some(user.uid), Some(user.gid)).unwrap();
-    home.set("EAGLE_RUNNER__WORKER_USER", &user.name)
-        .set(
-            "EAGLE_RUNNER__WORKER_COMMAND",
-            &format!("bash {} {{prompt}}", bin.join("escape-worker.sh").display()),
-        )
-        .set("EAGLE_RUNNER__WORKER_PATH", "/usr/local/bin:/usr/bin:/bin")
-        .set("EAGLE_RUNNER__REPO", &repo.display().to_string())
-        .set("EAGLE_RUNNER__MAX_ATTEMPTS", "1")
-        .set("EAGLE_RUNNER__SANDBOX__MODE", "on")
-        .set("EAGLE_RUNNER__SANDBOX__MAX_PROCESSES", "64")
-        .set("EAGLE_RUNNER__SANDBOX__MAX_FILE_SIZE", "16MiB")
-        .set("EAGLE_RUNNER__SANDBOX__MAX_DISK", "48MiB");
+    if shared {
+        home.env.remove("EAGLE_RUNNER__WORKER_USER");
+    } else {
+        home.set("EAGLE_RUNNER__WORKER_USER", &user.name);
+    }
+    home.set(
+        "EAGLE_RUNNER__WORKER_COMMAND",
+        &format!("bash {} {{prompt}}", bin.join("escape-worker.sh").display()),
+    )
+    .set("EAGLE_RUNNER__WORKER_PATH", "/usr/local/bin:/usr/bin:/bin")
+    .set("EAGLE_RUNNER__REPO", &repo.display().to_string())
+    .set("EAGLE_RUNNER__MAX_ATTEMPTS", "1")
+    .set("EAGLE_RUNNER__SANDBOX__MODE", "on")
+    .set("EAGLE_RUNNER__SANDBOX__MAX_PROCESSES", "64")
+    .set("EAGLE_RUNNER__SANDBOX__MAX_FILE_SIZE", "16MiB")
+    .set("EAGLE_RUNNER__SANDBOX__MAX_DISK", "48MiB");
     home
 }
 
@@ -241,10 +269,173 @@ fn report_of(runs: &Path, run: i64) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Things outside the sandbox a hostile worker tries to reach, each of
+/// which records (or shows, read from outside) whether it was: a Unix
+/// socket under `/var/lib` and one in Eagle's HOME, a terminal of another
+/// user, a System V message queue of the host, secret files under `/opt`
+/// and `/etc` (the latter named by a profile), all readable by the
+/// worker's user as far as file modes go. Removed when dropped.
+struct HostBait {
+    dirs: Vec<PathBuf>,
+    varlib_sock: PathBuf,
+    home_sock: PathBuf,
+    reached: Arc<AtomicBool>,
+    pty_master: std::os::fd::OwnedFd,
+    pty_slave: PathBuf,
+    msgq_key: i32,
+    msgq: i32,
+    opt_token: PathBuf,
+    etc_token: PathBuf,
+}
+
+impl HostBait {
+    fn set(home: &Home) -> HostBait {
+        use std::os::fd::FromRawFd as _;
+        let tag = format!("eagle-test-{}-{}", std::process::id(), fastrand::u32(..));
+        let reached = Arc::new(AtomicBool::new(false));
+        let mut dirs = Vec::new();
+        let mut made = |parent: &str| {
+            let dir = Path::new(parent).join(&tag);
+            std::fs::create_dir(&dir).unwrap();
+            eagle::ground::host::chmod(&dir, 0o777).unwrap();
+            dirs.push(dir.clone());
+            dir
+        };
+        let varlib = made("/var/lib");
+        let opt = made("/opt");
+        let etc = made("/etc");
+        let listen = |path: &Path| {
+            let listener = UnixListener::bind(path).unwrap();
+            eagle::ground::host::chmod(path, 0o777).unwrap();
+            let flag = Arc::clone(&reached);
+            std::thread::spawn(move || {
+                if listener.accept().is_ok() {
+                    flag.store(true, Ordering::SeqCst);
+                }
+            });
+        };
+        let varlib_sock = varlib.join("db.sock");
+        listen(&varlib_sock);
+        let home_sock = home.dir.path().join("eagle-home.sock");
+        listen(&home_sock);
+        let opt_token = opt.join("token");
+        let etc_token = etc.join("token");
+        for token in [&opt_token, &etc_token] {
+            std::fs::write(token, "ghp_hostBaitToken").unwrap();
+            eagle::ground::host::chmod(token, 0o644).unwrap();
+        }
+        // Named by a profile (one Eagle does not even load): out of view.
+        std::fs::write(
+            home.profiles().join("other.toml"),
+            format!("[github]\ntoken_file = \"{}\"\n", etc_token.display()),
+        )
+        .unwrap();
+        // A terminal of another user, open to anyone by its mode.
+        // SAFETY: plain libc calls on a descriptor we own.
+        let (pty_master, pty_slave) = unsafe {
+            let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+            assert!(fd >= 0, "posix_openpt");
+            assert_eq!(libc::grantpt(fd), 0);
+            assert_eq!(libc::unlockpt(fd), 0);
+            let mut name = [0 as libc::c_char; 128];
+            assert_eq!(libc::ptsname_r(fd, name.as_mut_ptr(), name.len()), 0);
+            let name = std::ffi::CStr::from_ptr(name.as_ptr())
+                .to_string_lossy()
+                .into_owned();
+            libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK);
+            (std::os::fd::OwnedFd::from_raw_fd(fd), PathBuf::from(name))
+        };
+        eagle::ground::host::chmod(&pty_slave, 0o666).unwrap();
+        let msgq_key = (fastrand::u32(..) & 0x00ff_ffff) as i32 | 0x4500_0000;
+        // SAFETY: msgget with a key and flags.
+        let msgq = unsafe { libc::msgget(msgq_key, libc::IPC_CREAT | libc::IPC_EXCL | 0o666) };
+        assert!(msgq >= 0, "msgget: {}", std::io::Error::last_os_error());
+        HostBait {
+            dirs,
+            varlib_sock,
+            home_sock,
+            reached,
+            pty_master,
+            pty_slave,
+            msgq_key,
+            msgq,
+            opt_token,
+            etc_token,
+        }
+    }
+
+    /// The task's words naming each bait.
+    fn words(&self, home: &Home) -> String {
+        format!(
+            "pty:{} msgq:{} varlib_sock:{} home_sock:{} opt_token:{} etc_token:{} other_zuliprc:{} wal:{}",
+            self.pty_slave.display(),
+            self.msgq_key,
+            self.varlib_sock.display(),
+            self.home_sock.display(),
+            self.opt_token.display(),
+            self.etc_token.display(),
+            home.profiles().join("executor.zuliprc").display(),
+            home.dir.path().join("data/eagle.db-wal").display(),
+        )
+    }
+
+    /// Whether anything reached a bait, read from outside.
+    fn touched(&self) -> Vec<&'static str> {
+        use std::os::fd::AsRawFd as _;
+        let mut touched = Vec::new();
+        if self.reached.load(Ordering::SeqCst) {
+            touched.push("a Unix socket");
+        }
+        let mut buf = [0u8; 64];
+        // SAFETY: a non-blocking read into a local buffer.
+        let n = unsafe {
+            libc::read(
+                self.pty_master.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if n > 0 {
+            touched.push("the terminal");
+        }
+        // SAFETY: IPC_STAT fills a plain struct.
+        let mut stat: libc::msqid_ds = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::msgctl(self.msgq, libc::IPC_STAT, &mut stat) };
+        assert_eq!(rc, 0, "msgctl: {}", std::io::Error::last_os_error());
+        if stat.msg_qnum != 0 {
+            touched.push("the message queue");
+        }
+        touched
+    }
+}
+
+impl Drop for HostBait {
+    fn drop(&mut self) {
+        // SAFETY: removing the queue this test made.
+        unsafe {
+            libc::msgctl(self.msgq, libc::IPC_RMID, std::ptr::null_mut());
+        }
+        for dir in &self.dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 #[test]
 fn a_hostile_worker_escapes_nowhere_and_ordinary_work_still_works() {
-    let user = SandboxUser::create("eagle-test-sbx");
-    let home = hostile_home(&user);
+    escape_suite("eagle-test-sbx", false);
+}
+
+/// The same suite with an unprivileged Eagle whose workers share its user:
+/// the view, not the user, keeps Eagle's own files out of reach.
+#[test]
+fn a_hostile_worker_sharing_an_unprivileged_eagles_user_escapes_nowhere() {
+    escape_suite("eagle-test-sbx-shared", true);
+}
+
+fn escape_suite(user: &str, shared: bool) {
+    let user = SandboxUser::create(user);
+    let home = hostile_home_as(&user, shared);
     let root = home.dir.path().to_path_buf();
     let data = root.join("data");
     let runs = data.join("executor/runs");
@@ -261,13 +452,29 @@ fn a_hostile_worker_escapes_nowhere_and_ordinary_work_still_works() {
         });
     }
     let listeners = Listeners::start();
+    let bait = HostBait::set(&home);
+    std::fs::write(
+        home.profiles().join("executor.zuliprc"),
+        "[api]\nemail=executor-bot@example.com\nkey=executor-key-0123456789\nsite=https://zulip.example.com\n",
+    )
+    .unwrap();
+    if shared {
+        // Everything of the home is Eagle's user's, as it would be.
+        let out = std::process::Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", user.uid, user.gid))
+            .arg(&root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
     let db = data.join("eagle.db");
     let zuliprc = home.profiles().join("eagle.zuliprc");
     let profile = home.profiles().join("executor.toml");
     let outside = root.join("outside");
-    let (stdout, stderr) = shell(&home, |pid| {
+    let (stdout, stderr) = shell_as(&home, shared.then_some(&user), |pid| {
         format!(
-            "!queue escape mode:escape db:{} zuliprc:{} profile:{} data:{} other:{} other_sock:{} outside:{} port:{} uport:{} abstract:{} eagle_pid:{pid}\n!go 1\n!status\n",
+            "!queue escape mode:escape db:{} zuliprc:{} profile:{} data:{} other:{} other_sock:{} outside:{} port:{} uport:{} abstract:{} eagle_pid:{pid} {}\n!go 1\n!status\n",
             db.display(),
             zuliprc.display(),
             profile.display(),
@@ -278,6 +485,7 @@ fn a_hostile_worker_escapes_nowhere_and_ordinary_work_still_works() {
             listeners.tcp_port,
             listeners.udp_port,
             listeners.abstract_name,
+            bait.words(&home),
         )
     });
     let report = report_of(&runs, 1);
@@ -315,9 +523,24 @@ fn a_hostile_worker_escapes_nowhere_and_ordinary_work_still_works() {
         "signal_eagle",
         "ptrace_eagle",
         "environ_eagle",
+        "unix_var_lib",
+        "unix_eagle_home",
+        "write_pty",
+        "ipc_msgq",
+        "read_token_opt",
+        "read_token_etc",
+        "read_other_zuliprc",
+        "read_db_wal",
+        "git_attributes",
+        "git_hooks_swap",
     ] {
         assert_eq!(outcome(name), "blocked", "{name} escaped the sandbox");
     }
+    assert!(
+        bait.touched().is_empty(),
+        "{:?} reached from inside",
+        bait.touched()
+    );
     for name in [
         "write_workdir",
         "write_tmpdir",
@@ -358,6 +581,8 @@ fn a_hostile_worker_escapes_nowhere_and_ordinary_work_still_works() {
         "{config}"
     );
     assert!(!runs.join("1/work/.git/hooks/post-commit").exists());
+    assert!(!runs.join("1/work/.git/hooks/pre-push").exists());
+    assert!(!runs.join("1/work/.git/info/attributes").exists());
     // Eagle kept serving: the run ended as its worker said, and !status answered.
     assert!(
         stdout.contains("[STATUS: abandoned] run:1"),
@@ -431,4 +656,39 @@ fn the_open_files_limit_stops_a_worker_that_holds_more() {
     assert!(held >= 64, "{failed}");
     assert!(!stdout.contains("[STATUS: nofile]"), "{stdout}");
     assert!(stdout.contains("**Executors**"), "{stdout}");
+}
+
+/// As root with the data directory under a private directory (a `HOME` of
+/// mode 700) and a worker user: `eagle check` and the executor refuse,
+/// naming the directory the worker user cannot pass; once it can, both go.
+#[test]
+fn a_runs_directory_the_worker_user_cannot_reach_is_refused_with_the_directory() {
+    let user = SandboxUser::create("eagle-test-sbx-reach");
+    let mut home = Home::new();
+    let root = home.dir.path().to_path_buf();
+    eagle::ground::host::chmod(&root, 0o700).unwrap();
+    home.set("EAGLE_RUNNER__WORKER_USER", &user.name)
+        .set("EAGLE_RUNNER__WORKER_COMMAND", "cat {prompt}");
+    let blocked = format!(
+        "the worker user {} cannot pass through {} (mode 700) on the way to the runs directory",
+        user.name,
+        root.display()
+    );
+    let out = home.run(&["check", "--profile", "executor"], "");
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains(&blocked), "{stdout}\n{stderr}");
+    let out = home.run(&["shell"], "!queue Anything\n!go 1\n");
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains(&blocked), "{stdout}\n{stderr}");
+    // Passable: the check says where the runs are.
+    eagle::ground::host::chmod(&root, 0o711).unwrap();
+    let out = home.run(&["check", "--profile", "executor"], "");
+    let (stdout, _) = text(&out);
+    assert!(!stdout.contains("cannot pass through"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("workers run as {} (uid {})", user.name, user.uid)),
+        "{stdout}"
+    );
 }

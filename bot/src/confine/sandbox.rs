@@ -192,8 +192,7 @@ pub fn probe(exe: &Path, user: Option<&crate::ground::host::UnixUser>) -> Result
 /// those that exist, symlinks resolved.
 pub(crate) fn system_dirs() -> Vec<PathBuf> {
     [
-        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc", "/nix",
-        "/snap",
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/nix", "/snap",
     ]
     .iter()
     .filter_map(|p| std::fs::canonicalize(p).ok())
@@ -214,29 +213,32 @@ pub(crate) const SYSTEM_SECRETS: &[&str] = &[
     "/etc/eagle",
 ];
 
-/// Directories covered by an empty tmpfs in the worker's mount namespace:
-/// where sockets and other users' temporary files live.
-pub(crate) const COVERED: &[&str] = &["/run", "/var/run", "/tmp", "/var/tmp", "/dev/shm"];
-
 /// Whether `path` is `dir` or lies below it.
 pub(crate) fn under(path: &Path, dir: &Path) -> bool {
     path.starts_with(dir)
 }
 
 /// How a daemon confines the processes it starts, decided once at its
-/// start (after the probe): what is out of every worker's reach, and the
-/// limits of each run.
+/// start (after the probe): what is out of every worker's reach, what the
+/// profile lets every worker read, and the limits of each run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Confinement {
-    /// Eagle's data, runs and logs directories, profiles, zuliprc, database.
+    /// Eagle's data, runs and logs directories, profiles, zuliprc,
+    /// database (with its `-wal` and `-shm`), and every file a profile
+    /// names that holds a secret.
     pub hide: Vec<PathBuf>,
+    /// Shown read-only besides the system (`[runner.sandbox] read_only`).
+    pub read_only: Vec<PathBuf>,
     pub limits: Limits,
 }
 
 impl Confinement {
     /// What Eagle keeps from workers, for a profile: its data directory
     /// (database, plugin cache, runs, logs), the profile's directory and
-    /// zuliprc, and the SQLite file wherever it is.
+    /// zuliprc, the SQLite file and its companions wherever they are, the
+    /// secret files it names, and those the other profiles beside it name
+    /// (so that a token file of Eagle's, named only in `eagle.toml`, is not
+    /// in the executor's workers' view either).
     pub fn of(profile: &crate::profile::Profile, limits: Limits) -> Confinement {
         let mut hide = vec![
             profile.data_dir.clone(),
@@ -244,24 +246,35 @@ impl Confinement {
             profile.logs_dir(),
             profile.zuliprc.clone(),
         ];
+        hide.extend(profile.secret_files.iter().cloned());
         if let Some(dir) = profile.path.parent() {
             hide.push(dir.to_path_buf());
+            hide.extend(siblings_secrets(dir));
         }
-        let url = profile.database_url.expose();
-        if let Some(rest) = url
-            .strip_prefix("sqlite://")
-            .or_else(|| url.strip_prefix("sqlite:"))
-        {
-            let file = rest.split('?').next().unwrap_or_default();
-            if file.starts_with('/') {
-                hide.push(PathBuf::from(file));
+        if let Some(file) = sqlite_file(profile.database_url.expose()) {
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut name = file.clone().into_os_string();
+                name.push(suffix);
+                hide.push(PathBuf::from(name));
             }
         }
         let hide = hide
             .into_iter()
             .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
             .collect();
-        Confinement { hide, limits }
+        let read_only = profile
+            .executor
+            .runner
+            .sandbox
+            .read_only
+            .iter()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+            .collect();
+        Confinement {
+            hide,
+            read_only,
+            limits,
+        }
     }
 
     /// The spec of one confined tree.
@@ -275,6 +288,13 @@ impl Confinement {
     ) -> Spec {
         let mut hide = self.hide.clone();
         hide.extend(extra_hide.iter().cloned());
+        let mut read = read;
+        read.extend(
+            self.read_only
+                .iter()
+                .filter(|p| !hide.iter().any(|h| under(p, h)))
+                .cloned(),
+        );
         Spec {
             write,
             read,
@@ -284,6 +304,63 @@ impl Confinement {
             limits: self.limits,
         }
     }
+}
+
+/// The SQLite file of a database URL, if it is one with an absolute path.
+fn sqlite_file(url: &str) -> Option<PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let file = rest.split('?').next().unwrap_or_default();
+    file.starts_with('/').then(|| PathBuf::from(file))
+}
+
+/// What the profiles in `dir` name that a worker must not see: each
+/// string whose key names a file (`token_file`, `private_key_file`,
+/// `ssh_key_file`, `zuliprc`, `data_dir`, a SQLite `database_url`),
+/// resolved against `dir`; read from the files as written (a profile that
+/// does not parse names nothing).
+fn siblings_secrets(dir: &Path) -> Vec<PathBuf> {
+    fn walk(value: &toml::Value, dir: &Path, out: &mut Vec<PathBuf>) {
+        match value {
+            toml::Value::Table(table) => {
+                for (key, value) in table {
+                    match (key.as_str(), value) {
+                        ("database_url", toml::Value::String(url)) => {
+                            if let Some(file) = sqlite_file(url) {
+                                out.push(file);
+                            }
+                        }
+                        (key, toml::Value::String(path))
+                            if key.ends_with("_file") || key == "zuliprc" || key == "data_dir" =>
+                        {
+                            out.push(dir.join(path.trim()));
+                        }
+                        _ => walk(value, dir, out),
+                    }
+                }
+            }
+            toml::Value::Array(items) => items.iter().for_each(|v| walk(v, dir, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        if let Ok(table) = text.parse::<toml::Table>() {
+            walk(&toml::Value::Table(table), dir, &mut out);
+        }
+    }
+    out
 }
 
 /// The presence lease prefix of a runner whose workers run unconfined.
@@ -307,6 +384,30 @@ pub fn limits_of(profile: &crate::profile::Profile) -> Option<Limits> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_file_a_profile_beside_names_is_a_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("eagle.toml"),
+            "data_dir = \"data\"\ndatabase_url = \"sqlite:///srv/eagle.db?mode=rwc\"\n\
+             [github]\ntoken_file = \"/etc/eagle-x/token\"\n\
+             [[runner.repos]]\nname = \"a\"\nssh_key_file = \"keys/a\"\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("broken.toml"), "token_file = ").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "token_file = \"/x\"").unwrap();
+        let mut found = siblings_secrets(dir.path());
+        found.sort();
+        let mut want = vec![
+            dir.path().join("data"),
+            PathBuf::from("/srv/eagle.db"),
+            PathBuf::from("/etc/eagle-x/token"),
+            dir.path().join("keys/a"),
+        ];
+        want.sort();
+        assert_eq!(found, want);
+    }
 
     #[test]
     fn inside_the_socket_is_the_bridge_and_every_proxy_variable_the_proxy() {

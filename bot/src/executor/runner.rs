@@ -244,6 +244,16 @@ impl Runner {
         if worker_user.is_none() && host::euid() == 0 && !demo {
             anyhow::bail!("profile {}: {WORKERS_AS_ROOT}", profile.name);
         }
+        // Runs live where the worker's user can reach them, or nothing starts.
+        if let Some(user) = &worker_user
+            && let Some(blocked) = spawn::blocking_dir(&profile.runs_dir(), &profile.data_dir)
+        {
+            anyhow::bail!(
+                "profile {}: {}",
+                profile.name,
+                blocked.message(&user.name, &profile.runs_dir())
+            );
+        }
         let sandbox = confinement(profile, &exe, worker_user.as_ref())?;
         // Eagle's git over HTTPS uses [github]'s credential (a token, or the
         // App's installation token for the repository).

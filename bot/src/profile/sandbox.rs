@@ -22,6 +22,7 @@ pub struct RawSandbox {
     pub max_file_size: Option<String>,
     pub max_open_files: Option<i64>,
     pub max_disk: Option<String>,
+    pub read_only: Option<Vec<String>>,
 }
 
 /// Whether workers are confined.
@@ -57,6 +58,9 @@ pub struct SandboxSettings {
     pub max_open_files: u64,
     /// What a run's directory may hold, in bytes.
     pub max_disk: u64,
+    /// Shown read-only in every worker's view besides the system (a
+    /// toolchain under `/opt`, say).
+    pub read_only: Vec<std::path::PathBuf>,
 }
 
 impl SandboxSettings {
@@ -75,6 +79,7 @@ impl Default for SandboxSettings {
             max_file_size: 1 << 30,
             max_open_files: 1024,
             max_disk: 10 << 30,
+            read_only: Vec::new(),
         }
     }
 }
@@ -123,9 +128,25 @@ pub(super) fn sandbox_settings(
         None => Ok(default),
         Some(text) => parse_size(text).map_err(|why| origins.error(key, None, why)),
     };
+    let mut read_only = Vec::new();
+    for (i, path) in raw.read_only.unwrap_or_default().iter().enumerate() {
+        let path = std::path::Path::new(path.trim());
+        if !path.is_absolute() || path.components().any(|c| c.as_os_str() == "..") {
+            return Err(origins.error(
+                "runner.sandbox.read_only",
+                Some(i),
+                format!(
+                    "{:?} is not an absolute path without `..`",
+                    path.display().to_string()
+                ),
+            ));
+        }
+        read_only.push(path.to_path_buf());
+    }
     Ok(SandboxSettings {
         mode,
         allow_hosts,
+        read_only,
         max_processes: count(
             "runner.sandbox.max_processes",
             raw.max_processes,

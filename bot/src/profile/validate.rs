@@ -307,6 +307,13 @@ pub fn validate(
         &analyzer,
         &origins,
     )?;
+    let secret_files = secret_files(
+        raw.github.as_ref(),
+        raw.asana.as_ref(),
+        raw_repos.as_deref().unwrap_or_default(),
+        &origins,
+        base,
+    );
     let github = raw
         .github
         .map(|raw| super::integrations::github(raw, &origins, base, env))
@@ -372,6 +379,7 @@ pub fn validate(
         github,
         shell_wait,
         ops,
+        secret_files,
         eagle: EagleSettings {
             executor_bot,
             policy,
@@ -384,6 +392,44 @@ pub fn validate(
         },
         executor: ExecutorSettings { runner },
     })
+}
+
+/// The files the profile names that hold secrets (token files, private
+/// keys, deploy keys), resolved: kept from every worker's view.
+fn secret_files(
+    github: Option<&super::raw::RawGithub>,
+    asana: Option<&super::raw::RawAsana>,
+    repos: &[super::repos::RawRepo],
+    origins: &Origins<'_>,
+    base: &Path,
+) -> Vec<PathBuf> {
+    let named = [
+        (
+            "github.token_file",
+            github.and_then(|g| g.token_file.as_deref()),
+        ),
+        (
+            "github.private_key_file",
+            github.and_then(|g| g.private_key_file.as_deref()),
+        ),
+        (
+            "asana.token_file",
+            asana.and_then(|a| a.token_file.as_deref()),
+        ),
+    ]
+    .into_iter()
+    .chain(repos.iter().flat_map(|r| {
+        [
+            ("runner.repos", r.token_file.as_deref()),
+            ("runner.repos", r.ssh_key_file.as_deref()),
+        ]
+    }));
+    named
+        .filter_map(|(key, value)| {
+            let value = value?.trim();
+            (!value.is_empty()).then(|| origins.resolve(key, base, value))
+        })
+        .collect()
 }
 
 fn runner_settings(

@@ -81,6 +81,9 @@ pub(super) fn ruleset(plan: &Plan) -> Result<RulesetCreated, String> {
     for path in &spec.write {
         rules.push((path.clone(), full_access()));
     }
+    // A private tmpfs of the view's own (mounts.rs). `/tmp` is not
+    // granted: the run's directories may lie under it in the view, and the
+    // worker's TMPDIR is in its HOME.
     if Path::new("/dev/shm").is_dir() {
         rules.push(("/dev/shm".into(), full_access()));
     }

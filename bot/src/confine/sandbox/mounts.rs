@@ -1,14 +1,22 @@
 //! The worker's view of the files, built by the init in its own mount
-//! namespace: a fresh `/proc` (only the tree's processes), empty tmpfs
-//! over the places sockets live (`/run`, `/tmp`, …) and over Eagle's own
-//! directories, the run's own directories bound back where they were, its
-//! checkout's `.git` pinned (a mount point cannot be renamed away) with
-//! `config` and `hooks` read-only, `lo` up, and the bridges' listeners.
+//! namespace from what is allowed, never from what is denied: a fresh root
+//! (a tmpfs) holding the system's directories read-only (`/usr`, `/etc`,
+//! the merged-`/usr` links), the worker's `PATH` and its program's files
+//! read-only wherever they live, the paths the profile lists
+//! (`[runner.sandbox] read_only`), the run's own files of Eagle read-only,
+//! its working directory and HOME writable, a fresh `/proc`, a `/dev` of a
+//! few device nodes with a `devpts` of its own, and empty `/tmp`, `/run`
+//! and `/dev/shm`. Nothing else exists there: no `/home`, `/root`,
+//! `/var/lib`, `/srv`, `/opt` or `/mnt`, so a secret, a socket or another
+//! run anywhere else is absent without being named. Secrets inside what is
+//! shown (`/etc/shadow`, Eagle's own files) are covered. The checkout's
+//! `.git` is pinned (a mount point cannot be renamed away) with the files
+//! that make git run programs read-only; `lo` is brought up, and the
+//! bridges' listeners are made.
 //!
-//! Landlock (`landlock.rs`) decides what may be read or written; this file
-//! hides what Landlock cannot: connecting to a pathname Unix socket is not
-//! a Landlock access, so the only sockets a worker can name are the ones
-//! bound here.
+//! Landlock (`landlock.rs`) is the second layer, with the same rules.
+//! Connecting to a pathname Unix socket is not a Landlock access: the only
+//! sockets a worker can name are the ones in this view.
 
 use std::ffi::CString;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -16,7 +24,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::namespaces::Plan;
-use super::{COVERED, INSIDE_SOCKET, PROXY_ADDR, under};
+use super::{INSIDE_SOCKET, PROXY_ADDR, SYSTEM_SECRETS, under};
 
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
@@ -60,7 +68,9 @@ fn mount(
     }
 }
 
-/// For the probe: what `build` does first, in a throwaway namespace.
+/// For the probe: what `build` needs of the kernel, in a throwaway
+/// namespace: a private `/`, a fresh `/proc`, a tmpfs, a `devpts` of its
+/// own, and a read-only copy of a mount.
 pub(super) fn probe() -> Result<(), String> {
     mount(
         None,
@@ -70,7 +80,15 @@ pub(super) fn probe() -> Result<(), String> {
         None,
     )?;
     fresh_proc()?;
-    tmpfs(Path::new("/tmp"), "1m")
+    let copy = detach_copy(Path::new("/usr"))?;
+    read_only(&copy, Path::new("/usr"))?;
+    tmpfs(Path::new("/tmp"), "1m", "0755")?;
+    let pts = Path::new("/tmp/pts");
+    std::fs::create_dir(pts).map_err(|e| format!("cannot make {}: {e}", pts.display()))?;
+    devpts(pts)?;
+    let usr = Path::new("/tmp/usr");
+    std::fs::create_dir(usr).map_err(|e| format!("cannot make {}: {e}", usr.display()))?;
+    attach(&copy, usr)
 }
 
 fn fresh_proc() -> Result<(), String> {
@@ -83,14 +101,67 @@ fn fresh_proc() -> Result<(), String> {
     )
 }
 
-fn tmpfs(path: &Path, size: &str) -> Result<(), String> {
+fn tmpfs(path: &Path, size: &str, mode: &str) -> Result<(), String> {
     mount(
         Some("tmpfs"),
         path,
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
-        Some(&format!("mode=0755,size={size}")),
+        Some(&format!("mode={mode},size={size}")),
     )
+}
+
+/// A `devpts` instance of the sandbox's own: its terminals are its own,
+/// the host's are not there.
+fn devpts(path: &Path) -> Result<(), String> {
+    mount(
+        Some("devpts"),
+        path,
+        Some("devpts"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+}
+
+/// Makes a detached copy of mounts (`detach_copy`) read-only, every mount
+/// in it (`mount_setattr`).
+fn read_only(copy: &OwnedFd, path: &Path) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let empty = CString::default();
+    // SAFETY: mount_setattr on a descriptor the kernel gave us, with an
+    // empty path and a plain struct of the size passed.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            copy.as_raw_fd(),
+            empty.as_ptr(),
+            (libc::AT_EMPTY_PATH as libc::c_uint) | AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(os_error(format!(
+            "cannot make the copy of {} read-only",
+            path.display()
+        )))
+    }
 }
 
 /// A detached copy of the mounts at `path` (`open_tree`), to be put back
@@ -175,8 +246,103 @@ fn bind_self(path: &Path, read_only: bool) -> Result<(), String> {
     mount(None, path, None, flags, None)
 }
 
-/// Builds the worker's view and returns the bridges' listeners (the
-/// request socket's, then the proxy's, those the spec names).
+/// One path of the host shown in the worker's view, at the same place.
+struct Shown {
+    path: PathBuf,
+    writable: bool,
+    is_dir: bool,
+}
+
+/// What the view shows of the host: the system's directories, the
+/// worker's `PATH` and program, what the spec lets it read and write, and
+/// the few files of `/sys` that say how many processors there are; each
+/// once (a path inside another shown the same way is not shown again),
+/// parents first. The links of a merged `/usr` come back as links.
+fn shown(plan: &Plan) -> (Vec<Shown>, Vec<(PathBuf, PathBuf)>) {
+    let spec = &plan.spec;
+    let hidden = |p: &Path| spec.hide.iter().any(|h| under(p, h));
+    let mut links = Vec::new();
+    let mut wanted: Vec<Shown> = Vec::new();
+    for top in SYSTEM {
+        let path = Path::new(top);
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(path) {
+                    links.push((path.to_path_buf(), target));
+                }
+            }
+            Ok(meta) if meta.is_dir() => wanted.push(Shown {
+                path: path.to_path_buf(),
+                writable: false,
+                is_dir: true,
+            }),
+            _ => {}
+        }
+    }
+    let read = plan
+        .read_extra
+        .iter()
+        .filter(|p| !hidden(p))
+        // The run's own: shown even inside a hidden directory.
+        .chain(&spec.read)
+        .chain(
+            SYS_SHOWN
+                .iter()
+                .map(Path::new)
+                .map(Path::to_path_buf)
+                .collect::<Vec<_>>()
+                .iter(),
+        )
+        .map(|p| Shown {
+            path: p.clone(),
+            writable: false,
+            is_dir: true,
+        })
+        .collect::<Vec<_>>();
+    wanted.extend(read);
+    wanted.extend(spec.write.iter().map(|p| Shown {
+        path: p.clone(),
+        writable: true,
+        is_dir: true,
+    }));
+    let mut out: Vec<Shown> = Vec::new();
+    for mut want in wanted {
+        let Ok(meta) = std::fs::metadata(&want.path) else {
+            continue;
+        };
+        want.is_dir = meta.is_dir();
+        // Inside one shown the same way already: nothing to add.
+        if out
+            .iter()
+            .any(|o| o.writable == want.writable && under(&want.path, &o.path))
+        {
+            continue;
+        }
+        out.retain(|o| !(o.writable == want.writable && under(&o.path, &want.path)));
+        out.push(want);
+    }
+    out.sort_by_key(|s| s.path.components().count());
+    (out, links)
+}
+
+/// The top-level directories of the system every worker reads (those that
+/// are links, as in a merged `/usr`, are recreated as links).
+const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/nix", "/snap",
+];
+
+/// What of `/sys` is shown: how many processors, the cgroup's limits.
+const SYS_SHOWN: &[&str] = &["/sys/devices/system/cpu", "/sys/fs/cgroup"];
+
+/// The device nodes of the host a worker gets (bound from the host's).
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Where the new root is assembled before it becomes `/` (covered by a
+/// tmpfs of the namespace's own first; the host's is untouched).
+const STAGING: &str = "/tmp";
+
+/// Builds the worker's view, makes it the root, and returns the bridges'
+/// listeners (the request socket's, then the proxy's, those the spec names).
 pub(super) fn build(plan: &Plan) -> Result<Vec<OwnedFd>, String> {
     let spec = &plan.spec;
     mount(
@@ -186,71 +352,88 @@ pub(super) fn build(plan: &Plan) -> Result<Vec<OwnedFd>, String> {
         libc::MS_REC | libc::MS_PRIVATE,
         None,
     )?;
-    let hidden = |p: &Path| spec.hide.iter().any(|h| under(p, h));
-    // What is covered: the socket places, then Eagle's own directories
-    // that are not inside one already.
-    let mut covers: Vec<PathBuf> = Vec::new();
-    for dir in COVERED {
-        let Ok(meta) = std::fs::symlink_metadata(dir) else {
+    let (shown, links) = shown(plan);
+    // Copies first: the staging tmpfs covers /tmp, where some may lie.
+    let mut copies: Vec<(&Shown, OwnedFd)> = Vec::new();
+    for item in &shown {
+        let copy = detach_copy(&item.path)?;
+        if !item.writable {
+            read_only(&copy, &item.path)?;
+        }
+        copies.push((item, copy));
+    }
+    let root = Path::new(STAGING);
+    tmpfs(root, "8m", "0755")?;
+    let inside = |p: &Path| root.join(p.strip_prefix("/").unwrap_or(p));
+    let dir = |p: &Path| {
+        std::fs::create_dir_all(p).map_err(|e| format!("cannot make {}: {e}", p.display()))
+    };
+    // A fresh /proc: only the tree's processes.
+    dir(&inside(Path::new("/proc")))?;
+    mount(
+        Some("proc"),
+        &inside(Path::new("/proc")),
+        Some("proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )?;
+    // /dev: a few device nodes, terminals of its own, its own shared memory.
+    let dev = inside(Path::new("/dev"));
+    dir(&dev)?;
+    tmpfs(&dev, "64k", "0755")?;
+    for name in DEVICES {
+        let host = Path::new("/dev").join(name);
+        if std::fs::metadata(&host).is_err() {
             continue;
-        };
-        if meta.is_dir() && !covers.iter().any(|c| under(Path::new(dir), c)) {
-            covers.push(PathBuf::from(dir));
+        }
+        let at = dev.join(name);
+        make_mount_point(&at, false)?;
+        mount(
+            Some(&host.display().to_string()),
+            &at,
+            None,
+            libc::MS_BIND,
+            None,
+        )?;
+    }
+    dir(&dev.join("pts"))?;
+    devpts(&dev.join("pts"))?;
+    for (link, target) in [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, dev.join(link))
+            .map_err(|e| format!("cannot make /dev/{link}: {e}"))?;
+    }
+    for (path, size, mode) in [
+        ("/dev/shm", "64m", "1777"),
+        ("/tmp", "64m", "1777"),
+        ("/var/tmp", "64m", "1777"),
+        ("/run", "4m", "0755"),
+    ] {
+        let at = inside(Path::new(path));
+        dir(&at)?;
+        tmpfs(&at, size, mode)?;
+    }
+    // Then what is shown of the host (some of it may lie in /tmp: on the
+    // view's /tmp, not under it).
+    for (item, copy) in &copies {
+        let at = inside(&item.path);
+        make_mount_point(&at, item.is_dir)?;
+        attach(copy, &at)?;
+    }
+    for (path, target) in &links {
+        let at = inside(path);
+        if std::fs::symlink_metadata(&at).is_err() {
+            std::os::unix::fs::symlink(target, &at)
+                .map_err(|e| format!("cannot make the link {}: {e}", path.display()))?;
         }
     }
-    let mut hidden_files = Vec::new();
-    for path in &spec.hide {
-        if covers.iter().any(|c| under(path, c)) {
-            continue;
-        }
-        match std::fs::metadata(path) {
-            Ok(meta) if meta.is_dir() => {
-                covers.retain(|c| !under(c, path));
-                covers.push(path.clone());
-            }
-            Ok(_) => hidden_files.push(path.clone()),
-            Err(_) => {}
-        }
-    }
-    // What comes back: the run's own directories and the worker's PATH,
-    // where they lie under a cover (and not under a hidden directory).
-    let mut keep: Vec<PathBuf> = Vec::new();
-    let wanted = spec
-        .write
-        .iter()
-        .chain(&spec.read)
-        .chain(plan.read_extra.iter().filter(|p| !hidden(p)));
-    for path in wanted {
-        if covers.iter().any(|c| under(path, c))
-            && !keep.iter().any(|k| under(path, k))
-            && path.exists()
-        {
-            keep.retain(|k| !under(k, path));
-            keep.push(path.clone());
-        }
-    }
-    let copies: Vec<(PathBuf, OwnedFd)> = keep
-        .iter()
-        .map(|path| detach_copy(path).map(|fd| (path.clone(), fd)))
-        .collect::<Result<_, _>>()?;
-    fresh_proc()?;
-    for cover in &covers {
-        let size = if cover == Path::new("/dev/shm") {
-            "64m"
-        } else {
-            "4m"
-        };
-        tmpfs(cover, size)?;
-    }
-    for file in &hidden_files {
-        let as_str = "/dev/null";
-        mount(Some(as_str), file, None, libc::MS_BIND, None)?;
-    }
-    for (path, copy) in &copies {
-        let is_dir = std::fs::metadata(path).map_or(true, |m| m.is_dir());
-        make_mount_point(path, is_dir)?;
-        attach(copy, path)?;
-    }
+    cover_secrets(spec, &shown, &inside)?;
+    become_root(root)?;
     for work in &spec.write {
         pin_git(work)?;
     }
@@ -258,7 +441,61 @@ pub(super) fn build(plan: &Plan) -> Result<Vec<OwnedFd>, String> {
     listeners(plan)
 }
 
-/// Creates what `attach` mounts on, on the tmpfs that covers it.
+/// Covers what is secret inside what the view shows: the system's secrets
+/// and Eagle's own files (an empty, unreadable tmpfs over a directory,
+/// `/dev/null` over a file). A hidden directory that holds a path shown on
+/// its own (the run's, inside Eagle's data directory) is not shown itself,
+/// only that path.
+fn cover_secrets(
+    spec: &super::Spec,
+    shown: &[Shown],
+    inside: &dyn Fn(&Path) -> PathBuf,
+) -> Result<(), String> {
+    let secrets = SYSTEM_SECRETS
+        .iter()
+        .map(PathBuf::from)
+        .chain(spec.hide.iter().cloned());
+    for secret in secrets {
+        let in_view = shown.iter().any(|s| under(&secret, &s.path));
+        let holds_shown = shown
+            .iter()
+            .any(|s| under(&s.path, &secret) && s.path != secret);
+        if !in_view || holds_shown {
+            continue;
+        }
+        let at = inside(&secret);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.is_dir() => tmpfs(&at, "4k", "0000")?,
+            Ok(meta) if meta.is_file() => mount(Some("/dev/null"), &at, None, libc::MS_BIND, None)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Makes `root` the root of the mount namespace (`pivot_root`), the old
+/// root detached and gone from the view.
+fn become_root(root: &Path) -> Result<(), String> {
+    std::env::set_current_dir(root)
+        .map_err(|e| format!("cannot enter the new root {}: {e}", root.display()))?;
+    let dot = CString::new(".").unwrap_or_default();
+    // SAFETY: pivot_root(".", ".") stacks the old root under the new one;
+    // both are NUL-terminated strings.
+    if unsafe { libc::syscall(libc::SYS_pivot_root, dot.as_ptr(), dot.as_ptr()) } != 0 {
+        return Err(os_error(
+            "cannot make the worker's view its root (pivot_root)".into(),
+        ));
+    }
+    // SAFETY: detaching the old root, now mounted at ".".
+    if unsafe { libc::umount2(dot.as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(os_error(
+            "cannot detach the host's root from the view".into(),
+        ));
+    }
+    std::env::set_current_dir("/").map_err(|e| format!("cannot enter the view's /: {e}"))
+}
+
+/// Creates what `attach` mounts on, in the new root.
 fn make_mount_point(path: &Path, is_dir: bool) -> Result<(), String> {
     let what = |e: std::io::Error| format!("cannot make {}: {e}", path.display());
     if is_dir {
@@ -271,8 +508,21 @@ fn make_mount_point(path: &Path, is_dir: bool) -> Result<(), String> {
     }
 }
 
+/// What in a checkout's `.git` makes git run programs, or read them from
+/// elsewhere: read-only in the view (`hooks` and `info` made, empty, when
+/// the clone has none, so there is nothing to plant them in).
+const GIT_PINNED: &[&str] = &[
+    "config",
+    "config.worktree",
+    "hooks",
+    "info",
+    "commondir",
+    "gitdir",
+    "objects/info/alternates",
+];
+
 /// The checkout's `.git`: a mount point (so it cannot be renamed away and
-/// replaced), its `config` and `hooks` read-only.
+/// replaced), with [`GIT_PINNED`] read-only.
 fn pin_git(work: &Path) -> Result<(), String> {
     let git = work.join(".git");
     let Ok(meta) = std::fs::symlink_metadata(&git) else {
@@ -286,11 +536,27 @@ fn pin_git(work: &Path) -> Result<(), String> {
         return bind_self(&git, true);
     }
     bind_self(&git, false)?;
-    for name in ["config", "hooks", "commondir"] {
+    for name in GIT_PINNED {
         let path = git.join(name);
-        if std::fs::symlink_metadata(&path).is_ok() {
-            bind_self(&path, true)?;
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(_) if matches!(*name, "hooks" | "info") => {
+                std::fs::create_dir(&path)
+                    .map_err(|e| format!("cannot make {}: {e}", path.display()))?;
+                std::fs::symlink_metadata(&path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+            }
+            Err(_) => continue,
+        };
+        if meta.file_type().is_symlink() {
+            // Planted by an earlier attempt: a link must not be followed to
+            // pin (or expose) what it names.
+            return Err(format!(
+                "{} is a symbolic link: the checkout's git files must be its own",
+                path.display()
+            ));
         }
+        bind_self(&path, true)?;
     }
     Ok(())
 }

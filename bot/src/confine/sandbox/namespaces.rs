@@ -77,7 +77,7 @@ pub fn start(
             "the shim has more than one thread: it cannot fork the sandbox safely".into(),
         ));
     }
-    let plan = Plan::new(spec, program, env).map_err(Outcome::Failed)?;
+    let plan = Plan::new(spec, program, args, env).map_err(Outcome::Failed)?;
     let (ours, theirs) = seqpacket_pair().map_err(Outcome::Failed)?;
     let shim = std::process::id() as libc::pid_t;
     // SAFETY: single-threaded (checked above): the child may do anything.
@@ -87,7 +87,7 @@ pub fn start(
     }
     if pid == 0 {
         drop(ours);
-        keeper(&plan, args, theirs, shim);
+        keeper(&plan, theirs, shim);
     }
     drop(theirs);
     let mut tree = Tree {
@@ -178,9 +178,16 @@ fn describe(status: libc::c_int) -> String {
 /// canonical, the program found on `PATH`).
 pub(super) struct Plan {
     pub spec: Spec,
+    /// The program as the view shows it (its canonical path, when found).
     pub program: String,
+    /// The program as the command names it (the worker's `argv[0]`).
+    pub arg0: String,
+    /// The arguments, a file named by an absolute path given canonical
+    /// (the path the view shows it at).
+    pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
-    /// Read-only beyond the system: `PATH`'s directories and the program's.
+    /// Read-only beyond the system: `PATH`'s directories, the program's,
+    /// and the files its arguments name by absolute path (a script).
     pub read_extra: Vec<std::path::PathBuf>,
     pub uid: libc::uid_t,
     pub gid: libc::gid_t,
@@ -189,7 +196,12 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    fn new(spec: &Spec, program: &str, env: &BTreeMap<String, String>) -> Result<Plan, String> {
+    fn new(
+        spec: &Spec,
+        program: &str,
+        args: &[String],
+        env: &BTreeMap<String, String>,
+    ) -> Result<Plan, String> {
         let canonical = |p: &std::path::PathBuf| {
             std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()))
         };
@@ -215,11 +227,39 @@ impl Plan {
                 .map(|d| std::path::Path::new(d).join(program))
                 .find(|p| p.is_file())
         };
-        if let Some(parent) = found
-            .and_then(|p| std::fs::canonicalize(p).ok())
-            .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
-        {
-            read_extra.push(parent);
+        let mut shown_program = program.to_string();
+        match found.as_ref().map(std::fs::canonicalize) {
+            Some(Ok(canonical)) => {
+                if let Some(parent) = canonical.parent() {
+                    read_extra.push(parent.to_path_buf());
+                }
+                // Only the program's own directory is shown: a link to it
+                // from elsewhere (`node_modules/.bin`) is not there.
+                shown_program = canonical.display().to_string();
+            }
+            Some(Err(e)) => {
+                return Err(format!(
+                    "cannot show the program {} in the sandbox: {e}",
+                    found
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default()
+                ));
+            }
+            None => {}
+        }
+        // A script or file the command names by its absolute path is shown
+        // too, read-only, wherever it lives, and named by the path it is
+        // shown at.
+        let mut shown_args = Vec::with_capacity(args.len());
+        for arg in args {
+            match std::fs::canonicalize(arg) {
+                Ok(file) if arg.starts_with('/') && file.is_file() => {
+                    shown_args.push(file.display().to_string());
+                    read_extra.push(file);
+                }
+                _ => shown_args.push(arg.clone()),
+            }
         }
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -229,7 +269,9 @@ impl Plan {
         Ok(Plan {
             cwd,
             spec: resolved,
-            program: program.to_string(),
+            program: shown_program,
+            arg0: program.to_string(),
+            args: shown_args,
             env: super::inside_env(spec, env),
             read_extra,
             uid,
@@ -239,7 +281,7 @@ impl Plan {
 }
 
 /// The keeper: new namespaces, then the init as its only child.
-fn keeper(plan: &Plan, args: &[String], channel: OwnedFd, shim: libc::pid_t) -> ! {
+fn keeper(plan: &Plan, channel: OwnedFd, shim: libc::pid_t) -> ! {
     let fail = |why: String| -> ! {
         send(&channel, format!("error {why}").as_bytes(), &[]);
         // SAFETY: ending a forked child without running the parent's destructors.
@@ -255,7 +297,7 @@ fn keeper(plan: &Plan, args: &[String], channel: OwnedFd, shim: libc::pid_t) -> 
         fail(last_error("fork the init"));
     }
     if init == 0 {
-        init_main(plan, args, channel);
+        init_main(plan, channel);
     }
     drop(channel);
     let mut status = 0;
@@ -286,14 +328,18 @@ fn die_with_parent(parent: libc::pid_t) {
     }
 }
 
-/// New user (uid and gid mapped to themselves), mount, network and PID
-/// namespaces for this process (the PID namespace for its children).
+/// New user (uid and gid mapped to themselves), mount, network, PID and
+/// IPC namespaces for this process (the PID namespace for its children).
 fn enter_namespaces(uid: libc::uid_t, gid: libc::gid_t) -> Result<(), String> {
-    let flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWNET | libc::CLONE_NEWPID;
+    let flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC;
     // SAFETY: unshare takes flags; the process is single-threaded.
     if unsafe { libc::unshare(flags) } != 0 {
         return Err(last_error(
-            "cannot create the user, mount, network and PID namespaces (unshare)",
+            "cannot create the user, mount, network, PID and IPC namespaces (unshare)",
         ));
     }
     let write = |file: &str, text: String| {
@@ -356,14 +402,14 @@ pub(super) fn probe() -> Result<(), String> {
     unsafe { libc::waitpid(pid, &mut status, 0) };
     match (libc::WIFEXITED(status), libc::WEXITSTATUS(status)) {
         (true, 0) => Ok(()),
-        (true, 2) => Err("cannot create the user, mount, network and PID namespaces for the worker's user (are unprivileged user namespaces allowed? kernel.unprivileged_userns_clone, user.max_user_namespaces, AppArmor's restrict_unprivileged_userns)".into()),
-        (true, 3) => Err("cannot mount the worker's /proc and tmpfs in its namespaces".into()),
+        (true, 2) => Err("cannot create the user, mount, network, PID and IPC namespaces for the worker's user (are unprivileged user namespaces allowed? kernel.unprivileged_userns_clone, user.max_user_namespaces, AppArmor's restrict_unprivileged_userns)".into()),
+        (true, 3) => Err("cannot build the worker's view in its namespaces (a fresh /proc, a tmpfs, a devpts of its own, a read-only copy of /usr)".into()),
         _ => Err(format!("the sandbox probe failed ({})", describe(status))),
     }
 }
 
 /// The init (PID 1 of the worker's PID namespace).
-fn init_main(plan: &Plan, args: &[String], channel: OwnedFd) -> ! {
+fn init_main(plan: &Plan, channel: OwnedFd) -> ! {
     let fail = |why: String| -> ! {
         send(&channel, format!("error {why}").as_bytes(), &[]);
         // SAFETY: ending the forked child.
@@ -402,7 +448,8 @@ fn init_main(plan: &Plan, args: &[String], channel: OwnedFd) -> ! {
     let rlimits = plan.spec.limits;
     let mut command = std::process::Command::new(&plan.program);
     command
-        .args(args)
+        .arg0(&plan.arg0)
+        .args(&plan.args)
         .env_clear()
         .envs(&plan.env)
         .current_dir(&plan.cwd);

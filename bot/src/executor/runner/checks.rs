@@ -52,10 +52,21 @@ pub fn checks(profile: &Profile) -> Vec<(Severity, String)> {
                     user.name
                 ),
             )),
-            Some(Ok(Some(user))) => out.push((
-                Severity::Ok,
-                format!("workers run as {} (uid {})", user.name, user.uid),
-            )),
+            Some(Ok(Some(user))) => {
+                let runs = profile.runs_dir();
+                match super::spawn::blocking_dir(&runs, &profile.data_dir) {
+                    Some(blocked) => out.push((Severity::Fail, blocked.message(&user.name, &runs))),
+                    None => out.push((
+                        Severity::Ok,
+                        format!(
+                            "workers run as {} (uid {}) and reach their runs in {}",
+                            user.name,
+                            user.uid,
+                            runs.display()
+                        ),
+                    )),
+                }
+            }
             Some(Ok(None)) => out.push((
                 Severity::Fail,
                 format!(

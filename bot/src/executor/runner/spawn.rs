@@ -51,38 +51,80 @@ pub(crate) fn egress_socket_path(request_socket: &Path) -> PathBuf {
 /// data directory and below) for passing through, and refuses to start if a
 /// directory above them is closed, saying which.
 pub(super) fn prepare_dirs(shared: &Shared) -> std::io::Result<()> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(&shared.runs_dir)?;
     std::fs::create_dir_all(&shared.logs_dir)?;
     host::chmod(&shared.logs_dir, 0o700)?;
-    if shared.worker_user.is_none() {
+    let Some(user) = shared.worker_user.as_ref() else {
         return Ok(());
+    };
+    if let Some(blocked) = blocking_dir(&shared.runs_dir, &shared.data_dir) {
+        return Err(std::io::Error::other(
+            blocked.message(&user.name, &shared.runs_dir),
+        ));
     }
-    let mut dir = Some(shared.runs_dir.as_path());
-    while let Some(d) = dir {
-        let meta = std::fs::metadata(d)?;
-        let mode = meta.permissions().mode() & 0o7777;
-        if mode & 0o001 != 0 {
-            if d.starts_with(&shared.data_dir) || d == shared.runs_dir {
-                dir = d.parent();
-                continue;
+    // Eagle's own directories on the way are opened (search only).
+    for dir in shared.runs_dir.ancestors() {
+        if opens_itself(dir, &shared.runs_dir, &shared.data_dir) {
+            let mode = std::fs::metadata(dir)?.permissions().mode() & 0o7777;
+            if mode & 0o001 == 0 {
+                host::chmod(dir, mode | 0o011)?;
             }
-            break;
         }
-        let ours = meta.uid() == host::euid()
-            && (d.starts_with(&shared.data_dir) || d.starts_with(&shared.runs_dir));
-        if !ours {
-            return Err(std::io::Error::other(format!(
-                "the worker user cannot pass through {} on the way to {}: \
-                 set runner.runs_dir to a directory it can reach, or allow it (chmod o+x)",
-                d.display(),
-                shared.runs_dir.display()
-            )));
-        }
-        host::chmod(d, mode | 0o011)?;
-        dir = d.parent();
     }
     Ok(())
+}
+
+/// A directory on the way to the runs that another user cannot pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    pub dir: PathBuf,
+    pub mode: u32,
+}
+
+impl Blocked {
+    /// What to tell the operator: the directory, and what to change.
+    pub fn message(&self, worker: &str, runs: &Path) -> String {
+        format!(
+            "the worker user {worker} cannot pass through {} (mode {:o}) on the way to the runs \
+             directory {}: set runner.runs_dir to a directory it can reach (e.g. /var/lib/eagle/runs), \
+             or let it pass (chmod o+x {})",
+            self.dir.display(),
+            self.mode,
+            runs.display(),
+            self.dir.display()
+        )
+    }
+}
+
+/// Whether Eagle opens `dir` for the workers itself: a directory of its
+/// own user inside its data or runs directory.
+fn opens_itself(dir: &Path, runs: &Path, data: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (dir.starts_with(data) || dir.starts_with(runs))
+        && std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == host::euid())
+}
+
+/// The first directory on the way to `runs` (from `/` down) that another
+/// user cannot pass and that Eagle will not open itself; `None` when the
+/// way is open. A directory not made yet is made by Eagle, so it passes.
+pub fn blocking_dir(runs: &Path, data: &Path) -> Option<Blocked> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut dirs: Vec<&Path> = runs.ancestors().collect();
+    dirs.reverse();
+    for dir in dirs {
+        let Ok(meta) = std::fs::metadata(dir) else {
+            continue;
+        };
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o001 == 0 && !opens_itself(dir, runs, data) {
+            return Some(Blocked {
+                dir: dir.to_path_buf(),
+                mode,
+            });
+        }
+    }
+    None
 }
 
 /// Where one run's files are.
