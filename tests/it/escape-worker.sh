@@ -10,7 +10,7 @@
 # places to try (`db:`, `zuliprc:`, `profile:`, `data:`, `other:`,
 # `other_sock:`, `outside:`, `port:`, `uport:`, `abstract:`, `eagle_pid:`,
 # `pty:`, `msgq:`, `varlib_sock:`, `home_sock:`, `opt_token:`,
-# `etc_token:`, `other_zuliprc:`, `wal:`).
+# `etc_token:`, `other_zuliprc:`, `wal:`, `tool:`).
 
 if [ $# -ge 1 ]; then prompt="$1"; else prompt="$(cat)"; fi
 run="${EAGLE_RUN_ID:-?}"
@@ -117,6 +117,7 @@ escape)
     works cc sh -c 'printf "int main(void){return 0;}\n" > t.c && cc t.c -o t && ./t'
     works loopback_port loopback
     works proxy_env test "$HTTPS_PROXY" = http://127.0.0.1:3128
+    works read_only_tool grep -q "tool 1.0" "$(word tool)/version"
     works ask_eagle eagle request run_tests "the escape suite's own tests"
     say "[DONE: abandoned] run:$run the escape suite is done"
     ;;

@@ -276,7 +276,8 @@ fn report_of(runs: &Path, run: i64) -> BTreeMap<String, String> {
 /// and `/etc` (the latter named by a profile), all readable by the
 /// worker's user as far as file modes go. Removed when dropped.
 struct HostBait {
-    dirs: Vec<PathBuf>,
+    _dirs: RemoveOnDrop,
+    tool: PathBuf,
     varlib_sock: PathBuf,
     home_sock: PathBuf,
     reached: Arc<AtomicBool>,
@@ -293,17 +294,23 @@ impl HostBait {
         use std::os::fd::FromRawFd as _;
         let tag = format!("eagle-test-{}-{}", std::process::id(), fastrand::u32(..));
         let reached = Arc::new(AtomicBool::new(false));
-        let mut dirs = Vec::new();
+        // Removed even if a step below fails.
+        let mut dirs = RemoveOnDrop(Vec::new());
         let mut made = |parent: &str| {
             let dir = Path::new(parent).join(&tag);
+            dirs.0.push(dir.clone());
             std::fs::create_dir(&dir).unwrap();
             eagle::ground::host::chmod(&dir, 0o777).unwrap();
-            dirs.push(dir.clone());
             dir
         };
         let varlib = made("/var/lib");
         let opt = made("/opt");
         let etc = made("/etc");
+        // A toolchain under /opt the profile shows (`read_only`).
+        let tool = opt.join("tool");
+        std::fs::create_dir_all(&tool).unwrap();
+        std::fs::write(tool.join("version"), "tool 1.0\n").unwrap();
+        eagle::ground::host::chmod(&tool, 0o755).unwrap();
         let listen = |path: &Path| {
             let listener = UnixListener::bind(path).unwrap();
             eagle::ground::host::chmod(path, 0o777).unwrap();
@@ -351,7 +358,8 @@ impl HostBait {
         let msgq = unsafe { libc::msgget(msgq_key, libc::IPC_CREAT | libc::IPC_EXCL | 0o666) };
         assert!(msgq >= 0, "msgget: {}", std::io::Error::last_os_error());
         HostBait {
-            dirs,
+            _dirs: dirs,
+            tool,
             varlib_sock,
             home_sock,
             reached,
@@ -367,7 +375,7 @@ impl HostBait {
     /// The task's words naming each bait.
     fn words(&self, home: &Home) -> String {
         format!(
-            "pty:{} msgq:{} varlib_sock:{} home_sock:{} opt_token:{} etc_token:{} other_zuliprc:{} wal:{}",
+            "pty:{} msgq:{} varlib_sock:{} home_sock:{} opt_token:{} etc_token:{} other_zuliprc:{} wal:{} tool:{}",
             self.pty_slave.display(),
             self.msgq_key,
             self.varlib_sock.display(),
@@ -376,6 +384,7 @@ impl HostBait {
             self.etc_token.display(),
             home.profiles().join("executor.zuliprc").display(),
             home.dir.path().join("data/eagle.db-wal").display(),
+            self.tool.display(),
         )
     }
 
@@ -415,7 +424,15 @@ impl Drop for HostBait {
         unsafe {
             libc::msgctl(self.msgq, libc::IPC_RMID, std::ptr::null_mut());
         }
-        for dir in &self.dirs {
+    }
+}
+
+/// Directories a test made outside its home, removed when dropped.
+struct RemoveOnDrop(Vec<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for dir in &self.0 {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
@@ -453,6 +470,11 @@ fn escape_suite(user: &str, shared: bool) {
     }
     let listeners = Listeners::start();
     let bait = HostBait::set(&home);
+    let mut home = home;
+    home.set(
+        "EAGLE_RUNNER__SANDBOX__READ_ONLY",
+        &bait.tool.display().to_string(),
+    );
     std::fs::write(
         home.profiles().join("executor.zuliprc"),
         "[api]\nemail=executor-bot@example.com\nkey=executor-key-0123456789\nsite=https://zulip.example.com\n",
@@ -549,6 +571,7 @@ fn escape_suite(user: &str, shared: bool) {
         "cc",
         "loopback_port",
         "proxy_env",
+        "read_only_tool",
         "ask_eagle",
     ] {
         assert_eq!(

@@ -267,6 +267,12 @@ fn bad_values_name_file_key_and_problem() {
             format!("{}: asana.sections[0]: source \"bugs\" is given repo \"web\" by another place and \"api\" here", file("p.toml")),
         ),
         (
+            "role = \"executor\"\n[runner.sandbox]\nread_only = [\"/opt/tool\", \"opt/other\"]\n",
+            "",
+            &[],
+            format!("{}: runner.sandbox.read_only[1]: \"opt/other\" is not an absolute path without `..`", file("p.toml")),
+        ),
+        (
             "role = \"executor\"\n[runner.sandbox]\nmode = \"maybe\"\n",
             "",
             &[],
