@@ -235,6 +235,9 @@ pub struct RunnerSettings {
     pub max_workers: i64,
     /// Failed attempts before a run is held for its owner.
     pub max_attempts: i64,
+    /// Every run this executor claims is a dry run: nothing it asks for is
+    /// carried out, each effect is described instead (an owner's first days).
+    pub dry_run: bool,
     /// Attempts that end waiting for decisions before a run is held for
     /// its owner (a worker is not resumed for ever).
     pub max_waits: i64,

@@ -312,6 +312,58 @@ async fn eagle_opens_the_draft_pr_from_the_runs_branch_with_the_exact_text() {
     fake.assert_clean();
 }
 
+/// A dry run (`!go N --dry-run`, or an executor with `[runner] dry_run`):
+/// the worker works and every request is decided as usual, but nothing
+/// leaves: the remote gets no branch, GitHub no PR; the run's topic says
+/// exactly what Eagle would have done, and `!status` that it is a dry run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_carries_nothing_out_and_says_what_it_would_have_done() {
+    let db = TestDb::new(Db::Sqlite).await;
+    let dir = shared_tempdir();
+    let (remote, _, fix) = remote(dir.path());
+    let mut home = home(&db, &remote);
+    let fake = github(&mut home).await;
+    let out = dir.path().join("notes");
+    let said = shell(
+        &home,
+        &format!(
+            "!queue Fix the tab preview mode:pr out:{}\n!go 1 --dry-run\n",
+            out.display()
+        ),
+    );
+    let status = shell(&home, "!status run 1\n");
+    assert_eq!(head_of(&remote, "eagle/run-1"), None, "{said}");
+    assert!(fake.pr_numbers(REPO).is_empty(), "a PR was opened:\n{said}");
+    assert!(said.contains("It is a dry run"), "{said}");
+    assert!(
+        said.contains(&format!(
+            "Dry run: Eagle did not push {} to eagle/run-1; approved, it would have pushed that commit (",
+            &fix[..12]
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains("Dry run: Eagle did not carry out the approved open_draft_pr; approved, it would have done this: Eagle will open a draft PR"),
+        "{said}"
+    );
+    assert!(said.contains("Fix the tab preview"), "{said}");
+    assert!(status.contains("dry run: yes"), "{status}");
+    // An executor whose every run is a dry run.
+    let dir2 = shared_tempdir();
+    let (remote2, _, _) = crate::effects::remote(dir2.path());
+    let db2 = TestDb::new(Db::Sqlite).await;
+    let mut home2 = crate::effects::home(&db2, &remote2);
+    home2.set("EAGLE_RUNNER__DRY_RUN", "true");
+    let out2 = dir2.path().join("notes");
+    let said2 = shell(
+        &home2,
+        &format!("!queue Push it mode:pr out:{}\n!go 1\n", out2.display()),
+    );
+    assert_eq!(head_of(&remote2, "eagle/run-1"), None, "{said2}");
+    assert!(said2.contains("Dry run: Eagle did not push"), "{said2}");
+    fake.assert_clean();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_comment_is_posted_once_also_across_a_kill_9_on_sqlite() {
     comment_posted_once(Db::Sqlite).await;

@@ -112,7 +112,8 @@ impl Digest {
                 .as_deref()
                 .map(|u| format!(": {}", neutralize_mentions(u)))
                 .unwrap_or_default();
-            finished.push(format!("* run {} of {title}{pr}", run.id));
+            let dry = if run.dry_run { " (a dry run)" } else { "" };
+            finished.push(format!("* run {}{dry} of {title}{pr}", run.id));
         }
         drop(tx);
         let mut tx = self.store.begin_read().await?;

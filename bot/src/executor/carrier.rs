@@ -194,6 +194,8 @@ impl Carrier {
                     run.id,
                     run.state.as_str()
                 ))
+            } else if run.dry_run {
+                Outcome::Done(self.dry_run_text(&request, &run).await?)
             } else {
                 match request.action.as_str() {
                     "merge_pr" => self.merge(&request, &run).await,
@@ -297,6 +299,29 @@ impl Carrier {
             }
         }
         Ok(settled)
+    }
+
+    /// What a dry run says instead of carrying `request` out: the effect as
+    /// approved, in Eagle's words (its text quoted unless the task is
+    /// private), and that nothing was done.
+    async fn dry_run_text(
+        &self,
+        request: &crate::store::Request,
+        run: &Run,
+    ) -> Result<String, StoreError> {
+        let private = {
+            let mut tx = self.store.begin_read().await?;
+            tx.tasks()
+                .task_by_gid(&run.task_gid)
+                .await?
+                .is_none_or(|t| t.origin_private)
+        };
+        let what = crate::policy::effect::describe(request, run, private)
+            .unwrap_or_else(|| format!("Eagle will carry out {}.", request.action));
+        Ok(format!(
+            "Dry run: Eagle did not carry out the approved {}; approved, it would have done this: {what}",
+            request.action
+        ))
     }
 
     /// Tells the run's topic what an approved request waits for, unless it

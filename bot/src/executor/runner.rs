@@ -340,9 +340,16 @@ impl Runner {
                 .claim_run(&self.shared.instance, &self.shared.limits())
                 .await
                 .context("cannot claim runs")?;
-            let Some(claim) = claimed else {
+            let Some(mut claim) = claimed else {
                 return Ok(());
             };
+            // A dry-run executor: marked before its worker can ask for anything.
+            if self.shared.settings.dry_run && !claim.run.dry_run {
+                let mut tx = self.shared.store.begin_write().await?;
+                tx.tasks().set_dry_run(claim.run.id).await?;
+                tx.commit().await?;
+                claim.run.dry_run = true;
+            }
             reserved.keep();
             let shared = Arc::clone(&self.shared);
             let stop = stop.clone();

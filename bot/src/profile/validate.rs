@@ -586,6 +586,7 @@ fn runner_settings(
         worker_command,
         max_workers,
         max_attempts,
+        dry_run: raw.dry_run.unwrap_or(false),
         max_waits,
         max_cost_usd: raw.max_cost_usd,
         max_requests: max_requests as usize,

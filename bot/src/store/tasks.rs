@@ -307,6 +307,9 @@ pub struct Run {
     /// How its setup phase went: `ran`, `cached`, `failed: …`.
     #[sqlx(default)]
     pub setup_outcome: Option<String>,
+    /// A dry run: no effect is carried out, each is described instead.
+    #[sqlx(default)]
+    pub dry_run: bool,
 }
 
 /// What a worker must do about a run's PR.
@@ -386,7 +389,7 @@ pub(super) const RUN_COLUMNS: &str = "id, task_gid, created_at, updated_at, star
     pr_work, pr_status, pr_checked_at, review_green_sha, pr_comments_seen_at, pr_poll, \
     head_seen_at, ci_triggered_sha, pr_closed_at, pr_work_done_sha, pr_work_done_at, pr_rounds, waits, \
     pr_title, pr_head_ref, pr_base_ref, pr_ci, pr_draft, pr_head_repo, merge_offered_sha, \
-    setup_outcome";
+    setup_outcome, dry_run";
 
 /// The start of an `ORDER BY` over `executor_queue`: priority 1 (urgent)
 /// first, tasks without one last; the caller adds the age.
@@ -401,6 +404,20 @@ pub(super) fn sql(parts: &[&str]) -> sqlx::AssertSqlSafe<String> {
 }
 
 impl TasksTx<'_> {
+    /// Makes run `run` a dry run: nothing it asks for is carried out, each
+    /// effect is described instead. Set before its worker can ask.
+    pub async fn set_dry_run(&mut self, run: i64) -> Result<()> {
+        on_tx!(self, conn => {
+            sqlx::query("UPDATE executor_runs SET dry_run = $2 WHERE id = $1")
+                .bind(run)
+                .bind(true)
+                .execute(conn)
+                .await
+                .map(|_| ())
+        })
+        .op("making a run a dry run")
+    }
+
     /// Puts a task into the inbox. Returns its id, or `None` if a task with
     /// the same `task_gid` exists already (a message captured twice).
     pub async fn insert_task(&mut self, task: &NewTask) -> Result<Option<i64>> {

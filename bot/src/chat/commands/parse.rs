@@ -455,10 +455,11 @@ mod tests {
                 "!deny",
                 "error: `!deny` needs a reason for the worker. | Usage: `!deny [run id] [request id] <reason>`",
             ),
-            ("!go 12", "Go { task: 12 }"),
+            ("!go 12", "Go { task: 12, dry_run: false }"),
+            ("!go 12 --dry-run", "Go { task: 12, dry_run: true }"),
             (
                 "!go",
-                "error: `!go` needs a task id. | Usage: `!go <task id>`",
+                "error: `!go` needs a task id. | Usage: `!go <task id> [--dry-run]`",
             ),
             (
                 "!cancel 1 2",

@@ -378,6 +378,9 @@ pub(super) async fn run_status(
     if let Some(setup) = &run.setup_outcome {
         out.push_str(&format!("setup: {}\n", echo(&one_line(setup, 300))));
     }
+    if run.dry_run {
+        out.push_str("dry run: yes (nothing it asks for is carried out; its topic says what would have been)\n");
+    }
     match (&run.pr_url, run.pr_number) {
         (Some(url), _) => out.push_str(&format!("PR: {}\n", echo(url))),
         (None, Some(n)) => out.push_str(&format!("PR: #{n}\n")),

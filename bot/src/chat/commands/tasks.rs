@@ -15,22 +15,31 @@ use crate::store::{StoreError, TaskStatus};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Go {
     pub task: i64,
+    /// `--dry-run`: nothing the run asks for is carried out; Eagle says
+    /// what it would have done.
+    pub dry_run: bool,
 }
 
 impl ChatCommand for Go {
     const SPEC: CommandSpec = CommandSpec {
         name: "go",
-        args: "<task id>",
+        args: "<task id> [--dry-run]",
         summary: "approve a task for execution",
         details: "`!go 12` approves task 12 and queues a run for it; a runner starts a worker \
                   on it as soon as a slot is free. Its progress is posted in the executor channel, \
-                  topic `run <id>`.",
+                  topic `run <id>`. `!go 12 --dry-run`: the worker works as always and every \
+                  request is decided as usual, but Eagle carries nothing out (no push, no PR, no \
+                  comment, no merge); it says in the run's topic what it would have done.",
         access: Access::Approvers,
     };
 
     fn parse(args: &str, _body: &[&str]) -> Result<Self, ParseError> {
+        let words: Vec<&str> = args.split_whitespace().collect();
+        let dry_run = words.iter().any(|w| *w == "--dry-run");
+        let rest: Vec<&str> = words.into_iter().filter(|w| *w != "--dry-run").collect();
         Ok(Go {
-            task: one_id(&Self::SPEC, args, "task")?,
+            task: one_id(&Self::SPEC, &rest.join(" "), "task")?,
+            dry_run,
         })
     }
 }
@@ -81,11 +90,19 @@ impl Handler for Go {
             _ => format!("!go by {}", cx.who()),
         };
         let actor = cx.message.sender_actor();
+        let reason = if self.dry_run {
+            format!("{reason}, a dry run")
+        } else {
+            reason
+        };
         let run = cx
             .tx
             .transitions()
             .start_run(task_id, &actor, &reason)
             .await?;
+        if self.dry_run {
+            cx.tx.tasks().set_dry_run(run.id).await?;
+        }
         let title = if task.origin_private {
             String::new()
         } else {
@@ -96,9 +113,14 @@ impl Handler for Go {
             run.id
         );
         cx.post(&run, &post).await?;
+        let dry = if self.dry_run {
+            " It is a dry run: Eagle carries out nothing it asks for, and says what it would have done."
+        } else {
+            ""
+        };
         Ok(CommandReply::ok(format!(
             "Task #{task_id} is approved: run {} is queued and starts when a worker is free. \
-             Its progress: #{} > {}.",
+             Its progress: #{} > {}.{dry}",
             run.id,
             cx.profile.executor_channel,
             run.topic()

@@ -114,7 +114,7 @@ fn a_new_command_is_parsed_through_the_generic_machinery() {
         [
             "Echo { words: \"hello there\" } (echo)",
             "error: `!echo` needs words.\nUsage: `!echo <words>`",
-            "Go { task: 3 } (go)",
+            "Go { task: 3, dry_run: false } (go)",
             "error: I don't know the command `!help`. `!help` lists the commands.",
         ]
     );

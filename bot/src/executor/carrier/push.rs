@@ -47,6 +47,9 @@ pub struct PushPlan<'a> {
     /// Commits Eagle pushed to this branch before (newest first): a tip
     /// among them may be rewritten.
     pub pushed_before: &'a [String],
+    /// A dry run: the commit is checked and described, nothing is pushed
+    /// (the remote is not even asked).
+    pub dry_run: bool,
 }
 
 /// How a push went.
@@ -56,6 +59,8 @@ pub enum Pushed {
     Pushed { forced: bool },
     /// The branch was at the commit already.
     Already,
+    /// A dry run: nothing was pushed; the commit's subject and diff stat.
+    DryRun(String),
 }
 
 /// Where Eagle keeps its repository for run `run` under `data_dir`.
@@ -83,6 +88,22 @@ pub async fn push(plan: &PushPlan<'_>) -> Result<Pushed, String> {
             "commit {} is not in the run's checkout: commit first, then push",
             short(plan.sha)
         ));
+    }
+    if plan.dry_run {
+        let stat = git::run(
+            plan.mirror,
+            &["show", "--no-color", "--shortstat", "--format=%s", plan.sha],
+            &GitAuth::default(),
+        )
+        .await
+        .unwrap_or_default();
+        let stat = stat
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Ok(Pushed::DryRun(crate::ground::text::one_line(&stat, 300)));
     }
     let remote = plan.remote.to_string();
     let auth = plan.auth;

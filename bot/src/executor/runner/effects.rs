@@ -151,11 +151,11 @@ pub(super) async fn after_approval(
 async fn carry_push(ctx: &SocketCtx, request: &Request, sha: &str) -> Result<(), StoreError> {
     let shared = &ctx.shared;
     let branch = run_branch(ctx).await?;
-    let task = {
+    let (task, dry_run) = {
         let mut tx = shared.store.begin_read().await?;
         match tx.tasks().run(ctx.fence.run).await? {
-            Some(run) => tx.tasks().task_by_gid(&run.task_gid).await?,
-            None => None,
+            Some(run) => (tx.tasks().task_by_gid(&run.task_gid).await?, run.dry_run),
+            None => (None, false),
         }
     };
     let repo = crate::executor::repos::of_task(&shared.settings.repos, task.as_ref());
@@ -188,6 +188,7 @@ async fn carry_push(ctx: &SocketCtx, request: &Request, sha: &str) -> Result<(),
                         branch: &branch,
                         sha,
                         pushed_before: &pushed_before,
+                        dry_run,
                     })
                     .await
                 }
@@ -214,6 +215,17 @@ async fn carry_push(ctx: &SocketCtx, request: &Request, sha: &str) -> Result<(),
         ),
         Ok(Pushed::Already) => (
             format!("{branch} is at {short} already"),
+            Some(Carried {
+                sha: Some(sha.to_string()),
+                branch: Some(branch.clone()),
+                ..Carried::default()
+            }),
+        ),
+        Ok(Pushed::DryRun(stat)) => (
+            format!(
+                "Dry run: Eagle did not push {short} to {branch}; approved, it would have pushed \
+                 that commit ({stat}) and nothing else"
+            ),
             Some(Carried {
                 sha: Some(sha.to_string()),
                 branch: Some(branch.clone()),
