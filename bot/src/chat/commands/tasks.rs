@@ -35,7 +35,7 @@ impl ChatCommand for Go {
 
     fn parse(args: &str, _body: &[&str]) -> Result<Self, ParseError> {
         let words: Vec<&str> = args.split_whitespace().collect();
-        let dry_run = words.iter().any(|w| *w == "--dry-run");
+        let dry_run = words.contains(&"--dry-run");
         let rest: Vec<&str> = words.into_iter().filter(|w| *w != "--dry-run").collect();
         Ok(Go {
             task: one_id(&Self::SPEC, &rest.join(" "), "task")?,
