@@ -6,9 +6,10 @@
 //! commit and the run's own branch, a comment by its length and first
 //! lines. The decider's escalation and `!show` both say it from here, so
 //! the two never disagree. Everything quoted is one line per line, capped,
-//! with mentions made inert.
+//! with mentions made inert and invisible code points written out
+//! (`<U+202E>`).
 
-use crate::ground::text::{neutralize_mentions, one_line};
+use crate::ground::text::{neutralize_mentions, visible_line};
 use crate::store::{Request, Run, short_sha};
 
 /// The longest PR title or quoted line shown.
@@ -227,9 +228,9 @@ pub fn commit_in(text: &str) -> Option<&str> {
         .find(|word| word.len() == 40)
 }
 
-/// One line of someone else's text, safe to post.
+/// One line of someone else's text, safe to post and shown as it is.
 fn inert(text: &str) -> String {
-    neutralize_mentions(&one_line(text, LINE_CHARS))
+    neutralize_mentions(&visible_line(text, LINE_CHARS))
 }
 
 fn plural(n: usize) -> &'static str {
