@@ -89,13 +89,18 @@ pub(super) async fn after_approval(
             }));
         }
     };
-    if let Effect::PushBranch { sha, .. } = &effect
-        && request.carried_out_at.is_none()
-    {
-        carry_push(ctx, request, sha).await?;
-    }
-    // A request that reused a human's earlier approval is carried out as that one.
-    let id = request.bound_to.unwrap_or(request.id);
+    // A push is carried out here, for this request, even when it reused a
+    // human's earlier approval (the worker that asked first had stopped);
+    // the others by the carrier, as the request whose approval it reused.
+    let id = match &effect {
+        Effect::PushBranch { sha, .. } => {
+            if request.carried_out_at.is_none() {
+                carry_push(ctx, request, sha).await?;
+            }
+            request.id
+        }
+        _ => request.bound_to.unwrap_or(request.id),
+    };
     let deadline = tokio::time::Instant::now() + ctx.shared.settings.request_wait;
     let mut changes = ctx.shared.store.changes();
     loop {
