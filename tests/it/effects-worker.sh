@@ -21,6 +21,23 @@ try() { # try <name> <command…>: notes "<name> ok" or "<name> refused"
     local name="$1"; shift
     if "$@" >>"$out.log" 2>&1; then note "$name ok"; else note "$name refused"; fi
 }
+case "$(word mode)" in escaped)
+    # Asks a human to push a commit whose id it writes with a JSON escape
+    # (its fourth digit as \u00XX): the raw text then holds another run of
+    # 40 hex digits. Resumed, it asks again with the same bytes.
+    case "$prompt" in
+    *"Eagle's answers to your earlier requests"*) when=resumed ;;
+    *) when=fresh; note "sha $(commit escaped)" ;;
+    esac
+    sha="$(git rev-parse HEAD)"
+    printf -v digit '\\u%04x' "'${sha:3:1}"
+    eagle request --escalate push_branch \
+        "{\"effect\":\"push_branch\",\"sha\":\"${sha:0:3}${digit}${sha:4}\"}" >>"$out.log" 2>&1
+    rc=$?
+    note "ask-$when $rc"
+    if [ "$rc" -eq 0 ]; then say "[DONE: pr_ready] run:$run pushed"; else say "[STATUS: waiting] run:$run a human decides"; fi
+    exit 0 ;;
+esac
 case "$prompt" in *"Eagle's answers to your earlier requests"*)
     note "resumed"
     say "[DONE: pr_ready] run:$run resumed and done"

@@ -754,3 +754,48 @@ async fn a_run_whose_pr_is_in_another_repository_is_held_for_its_owner() {
     );
     fake.assert_clean();
 }
+
+/// What an approver reads is what Eagle pushes: a push whose commit id is
+/// written with a JSON escape (the raw text then holds another run of 40
+/// hex digits) is named, in its escalation and in `!show`, by the commit
+/// Eagle parses from it, and that commit is what lands on the branch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_written_with_json_escapes_is_named_by_the_commit_eagle_pushes() {
+    let db = TestDb::new(Db::Sqlite).await;
+    let dir = shared_tempdir();
+    let (remote, _, _) = remote(dir.path());
+    let home = home(&db, &remote);
+    let out = dir.path().join("notes");
+    let stdout = shell(
+        &home,
+        &format!("!queue Push it mode:escaped out:{}\n!go 1\n", out.display()),
+    );
+    let notes = notes(&out);
+    let sha = note(&notes, "sha").to_string();
+    assert_eq!(note(&notes, "ask-fresh"), "3", "{notes:#?}\n{stdout}");
+    // The raw text names another commit: the fourth digit escaped.
+    let store = db.open().await;
+    let [asked] = requests(&store, "push_branch").await.try_into().unwrap();
+    let decoy = format!("00{:02x}{}", sha.as_bytes()[3], &sha[4..]);
+    assert!(asked.body.contains(&decoy), "{}", asked.body);
+    assert!(!asked.body.contains(&sha), "{}", asked.body);
+    let said = format!("Eagle will push commit `{sha}` to the run's own branch `eagle/run-1`");
+    let escalation = stdout
+        .lines()
+        .find(|l| l.contains("[ESCALATED: push_branch] run:1"))
+        .unwrap_or_else(|| panic!("no escalation:\n{stdout}"));
+    assert!(escalation.contains(&said), "{escalation}");
+    assert!(!escalation.contains(&decoy[..7]), "{escalation}");
+    let shown = shell(&home, &format!("!show 1 {}\n", asked.id));
+    assert!(shown.contains(&said), "{shown}");
+
+    // Approved, the resumed worker asks again with the same bytes: Eagle
+    // pushes the commit it named.
+    let stdout = shell(&home, &format!("!approve 1 {}\n", asked.id));
+    let notes = self::notes(&out);
+    assert!(
+        notes.iter().any(|n| n == "ask-resumed 0"),
+        "{notes:#?}\n{stdout}"
+    );
+    assert_eq!(head_of(&remote, "eagle/run-1"), Some(sha));
+}

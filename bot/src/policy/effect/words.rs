@@ -5,10 +5,14 @@
 //! PR (its number and title, branch and base, head and CI), a push by the
 //! commit and the run's own branch, a comment by its length and first
 //! lines. The decider's escalation and `!show` both say it from here, so
-//! the two never disagree. Everything quoted is one line per line, capped,
-//! with mentions made inert and invisible code points written out
-//! (`<U+202E>`).
+//! the two never disagree, and both say it from the request's parameters
+//! as Eagle parses them to carry them out ([`Effect::parse`]), never from
+//! a reading of the raw text: a commit written with JSON escapes is named
+//! as the commit that is pushed, and parameters Eagle cannot carry out are
+//! said to be so. Everything quoted is one line per line, capped, with
+//! mentions made inert and invisible code points written out (`<U+202E>`).
 
+use super::Effect;
 use crate::ground::text::{neutralize_mentions, visible_line};
 use crate::store::{Request, Run, short_sha};
 
@@ -72,8 +76,18 @@ pub fn describe_for(
     private: bool,
     keep_drafts: bool,
 ) -> Option<String> {
-    let effect = Kind::of(&request.action)?;
-    let text = worded_text(request);
+    let kind = Kind::of(&request.action)?;
+    // What Eagle carries out is parsed from the body: so is what it says.
+    let effect = match Effect::parse(&request.action, &request.body) {
+        Ok(effect) => effect,
+        Err(why) => {
+            return Some(format!(
+                "Eagle will not carry this out, whatever the answer: {}",
+                inert(&why)
+            ));
+        }
+    };
+    let text = worded_text(request, effect.as_ref());
     let text = text.as_str();
     let pr = run
         .pr_number
@@ -84,15 +98,16 @@ pub fn describe_for(
         .as_deref()
         .map(|b| format!("`{}`", inert(b)))
         .unwrap_or_else(|| "(not named yet)".into());
-    Some(match effect {
+    Some(match kind {
         Kind::MergePr => merge(request, run) + &draft_note(run, keep_drafts),
-        Kind::PushBranch => match commit_in(&request.body) {
-            Some(sha) => format!(
-                "Eagle will push commit `{}` to the run's own branch {branch}, nothing else.",
-                short_sha(sha)
+        Kind::PushBranch => match &effect {
+            // The full commit id: a short one may name two commits.
+            Some(Effect::PushBranch { sha, .. }) => format!(
+                "Eagle will push commit `{sha}` to the run's own branch {branch}, nothing else."
             ),
-            None => format!(
-                "Eagle will push to the run's own branch {branch}; the request names no commit."
+            _ => format!(
+                "Eagle will push nothing to the run's own branch {branch}: the request names no \
+                 commit."
             ),
         },
         Kind::OpenDraftPr => format!(
@@ -119,17 +134,17 @@ pub fn describe_for(
     })
 }
 
-/// The text an effect carries (its title and body for a PR), read from the
-/// request's parameters; the body as written for the old free-text forms.
-fn worded_text(request: &Request) -> String {
-    use super::Effect;
-    match Effect::parse(&request.action, &request.body) {
-        Ok(Some(Effect::OpenDraftPr { title, body })) => format!("{title}\n\n{body}"),
-        Ok(Some(
+/// The text an effect carries (its title and body for a PR), from its
+/// parsed parameters; the body as written for the old free-text forms (and
+/// a command the operator's rules ask about).
+fn worded_text(request: &Request, effect: Option<&Effect>) -> String {
+    match effect {
+        Some(Effect::OpenDraftPr { title, body }) => format!("{title}\n\n{body}"),
+        Some(
             Effect::CommentOnPr { body }
             | Effect::ReplyThread { body, .. }
             | Effect::PostAsanaComment { body },
-        )) => body,
+        ) => body.clone(),
         _ => request.body.clone(),
     }
 }
@@ -222,12 +237,6 @@ pub fn text_summary(text: &str, private: bool) -> String {
     format!("{size}, beginning:\n{}{more}", first.join("\n"))
 }
 
-/// The first full commit SHA (40 hex digits) named in a text.
-pub fn commit_in(text: &str) -> Option<&str> {
-    text.split(|c: char| !c.is_ascii_hexdigit())
-        .find(|word| word.len() == 40)
-}
-
 /// One line of someone else's text, safe to post and shown as it is.
 fn inert(text: &str) -> String {
     neutralize_mentions(&visible_line(text, LINE_CHARS))
@@ -252,13 +261,6 @@ mod tests {
             "11 characters, 1 line; a private task's text is shown only in its own conversation."
         );
         assert_eq!(text_summary("", false), "0 characters, 0 lines (empty).");
-    }
-
-    #[test]
-    fn a_commit_is_a_full_sha() {
-        let sha = "0123456789abcdef0123456789abcdef01234567";
-        assert_eq!(commit_in(&format!("push {sha} to x")), Some(sha));
-        assert_eq!(commit_in("push abc1234"), None);
     }
 
     #[test]
