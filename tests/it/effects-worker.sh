@@ -68,7 +68,14 @@ push)
     note "request $?"
     say "[DONE: pr_ready] run:$run pushed"
     ;;
-pr|comment|merge)
+pr|comment|merge|mergeline)
+    case "$(word mode):$prompt" in merge:*"You are the reviewer"*)
+        # Eagle has seen the PR's head now: the reviewer asks to merge it.
+        gh pr merge --squash --match-head-commit "$(git rev-parse HEAD)" >>"$out.log" 2>&1
+        note "merge $?"
+        say "[STATUS: waiting] run:$run a human decides on merge_pr"
+        exit 0 ;;
+    esac
     git fetch -q origin refs/prepared/fix && git checkout -q FETCH_HEAD
     try push git push -q origin "HEAD:refs/heads/$branch"
     printf 'Fixes the tab preview.\n\nIt no longer sticks after a drag.\n' > "$HOME/body.md"
@@ -80,12 +87,20 @@ pr|comment|merge)
         note "comment $?"
         ;;
     merge)
+        # Before Eagle saw the PR's head: refused, nothing asked.
         gh pr merge --squash --match-head-commit "$(git rev-parse HEAD)" >>"$out.log" 2>&1
-        note "merge $?"
+        note "early-merge $?"
+        ;;
+    mergeline)
+        # The same merge as a protocol line: recorded, bound to no head.
+        say "[REQUEST: merge_pr] run:$run {\"effect\":\"merge_pr\",\"sha\":\"$(git rev-parse HEAD)\"}"
         ;;
     esac
     try gh-other gh repo delete acme/app --yes
-    say "[STATUS: waiting] run:$run waiting for Eagle"
+    case "$(word mode)" in
+    merge) say "[DONE: pr_ready] run:$run PR opened" ;;
+    *) say "[STATUS: waiting] run:$run waiting for Eagle" ;;
+    esac
     ;;
 other)
     # Names a PR that is not its own, and asks to merge it.

@@ -99,7 +99,7 @@ pub fn describe_for(
         .map(|b| format!("`{}`", inert(b)))
         .unwrap_or_else(|| "(not named yet)".into());
     Some(match kind {
-        Kind::MergePr => merge(request, run) + &draft_note(run, keep_drafts),
+        Kind::MergePr => merge(request, run, effect.as_ref()) + &draft_note(run, keep_drafts),
         Kind::PushBranch => match &effect {
             // The full commit id: a short one may name two commits.
             Some(Effect::PushBranch { sha, .. }) => format!(
@@ -163,9 +163,23 @@ fn draft_note(run: &Run, keep_drafts: bool) -> String {
     }
 }
 
-/// A merge, as the PR loop last saw the PR.
-fn merge(request: &Request, run: &Run) -> String {
-    describe_merge(run, request.bound_sha.as_deref())
+/// A merge, as the PR loop last saw the PR, at the head the request is
+/// bound to: what the carrier merges (`crate::executor::carrier::merge`),
+/// which refuses a request naming another commit than that head.
+fn merge(request: &Request, run: &Run, effect: Option<&Effect>) -> String {
+    let asked = match effect {
+        Some(Effect::MergePr { sha }) => sha.as_deref(),
+        _ => None,
+    };
+    match (asked, request.bound_sha.as_deref()) {
+        (Some(asked), Some(seen)) if asked != seen => format!(
+            "Eagle will not merge: the request names commit `{}`, but the PR's head was `{}` \
+             when it was made; approving it merges nothing.",
+            short_sha(asked),
+            short_sha(seen)
+        ),
+        (_, seen) => describe_merge(run, seen),
+    }
 }
 
 /// The merge of the run's PR at `sha` (the head a request or `!merge` is
@@ -175,9 +189,15 @@ pub fn describe_merge(run: &Run, sha: Option<&str>) -> String {
     let Some(number) = run.pr_number else {
         return "Eagle knows of no PR of this run: there is nothing it could merge.".into();
     };
-    let head = sha
-        .map(|sha| format!("at head `{}`", short_sha(sha)))
-        .unwrap_or_else(|| "at no known head (the PR loop had not seen it: not merged)".into());
+    // Eagle merges only at a head it saw (the carrier refuses the rest),
+    // whatever commit the request names.
+    let Some(sha) = sha else {
+        return format!(
+            "Eagle will not merge PR #{number}: the request was made before Eagle saw the PR's \
+             head, so there is no commit an approval could be of; approving it merges nothing."
+        );
+    };
+    let head = format!("at head `{}`", short_sha(sha));
     let Some(title) = &run.pr_title else {
         return format!(
             "Eagle will merge PR #{number} {head}; its PR loop has not looked at the PR yet \
