@@ -16,6 +16,7 @@
 
 pub mod asks;
 pub mod shims;
+mod workdir;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -290,9 +291,12 @@ pub fn shim(
         let _ = writeln!(exit_file, "error no worker command");
         return ExitCode::from(EXIT_UNREACHABLE);
     };
-    // The worker's own files, written as the worker's own user.
-    if let Err(error) = prepare_workdir(env.get("HOME").map(std::path::Path::new), rules) {
-        eprintln!("eagle worker-shim: cannot prepare the working directory: {error}");
+    // The worker's own files, written as the worker's own user, never
+    // through a link an earlier attempt left.
+    let home = env.get("HOME").map(std::path::Path::new);
+    let work = std::env::current_dir().unwrap_or_else(|_| ".".into());
+    for refused in workdir::prepare(home, &work, rules) {
+        eprintln!("eagle worker-shim: {refused}");
     }
     if let Some(spec) = sandbox {
         let outcome = confined(env, deadline, spec, program, args);
@@ -382,58 +386,6 @@ fn confined(
         }
         Err(outcome) => outcome,
     }
-}
-
-/// What a worker finds in place: its home's `.claude` and `tmp`, and in
-/// its working directory the run's rules as `AGENTS.md` with a `CLAUDE.md`
-/// that imports it (unless the checkout has its own), kept out of commits
-/// through `.git/info/exclude`.
-fn prepare_workdir(
-    home: Option<&std::path::Path>,
-    rules: Option<&std::path::Path>,
-) -> std::io::Result<()> {
-    if let Some(home) = home {
-        for sub in [".claude", "tmp"] {
-            let _ = std::fs::create_dir_all(home.join(sub));
-        }
-    }
-    let Some(rules) = rules else {
-        return Ok(());
-    };
-    let rules = std::fs::read_to_string(rules)?;
-    let work = std::env::current_dir()?;
-    let mut written = Vec::new();
-    for (name, text) in [("AGENTS.md", rules.as_str()), ("CLAUDE.md", "@AGENTS.md\n")] {
-        let path = work.join(name);
-        let ours = std::fs::read_to_string(&path)
-            .is_ok_and(|t| t == text || t.starts_with("# Rules of run"));
-        if path.exists() && !ours {
-            continue;
-        }
-        std::fs::write(&path, text)?;
-        written.push(name);
-    }
-    if work.join(".git").is_dir() && !written.is_empty() {
-        let info = work.join(".git").join("info");
-        std::fs::create_dir_all(&info)?;
-        let exclude = info.join("exclude");
-        let current = std::fs::read_to_string(&exclude).unwrap_or_default();
-        let mut text = current.clone();
-        for name in written {
-            let line = format!("/{name}");
-            if !current.lines().any(|l| l.trim() == line) {
-                if !text.is_empty() && !text.ends_with('\n') {
-                    text.push('\n');
-                }
-                text.push_str(&line);
-                text.push('\n');
-            }
-        }
-        if text != current {
-            std::fs::write(&exclude, text)?;
-        }
-    }
-    Ok(())
 }
 
 /// `eagle demo-worker`: a scripted worker for demos and the shell. Fresh, it

@@ -21,6 +21,23 @@ try() { # try <name> <command…>: notes "<name> ok" or "<name> refused"
     local name="$1"; shift
     if "$@" >>"$out.log" 2>&1; then note "$name ok"; else note "$name refused"; fi
 }
+case "$(word mode)" in escaped)
+    # Asks a human to push a commit whose id it writes with a JSON escape
+    # (its fourth digit as \u00XX): the raw text then holds another run of
+    # 40 hex digits. Resumed, it asks again with the same bytes.
+    case "$prompt" in
+    *"Eagle's answers to your earlier requests"*) when=resumed ;;
+    *) when=fresh; note "sha $(commit escaped)" ;;
+    esac
+    sha="$(git rev-parse HEAD)"
+    printf -v digit '\\u%04x' "'${sha:3:1}"
+    eagle request --escalate push_branch \
+        "{\"effect\":\"push_branch\",\"sha\":\"${sha:0:3}${digit}${sha:4}\"}" >>"$out.log" 2>&1
+    rc=$?
+    note "ask-$when $rc"
+    if [ "$rc" -eq 0 ]; then say "[DONE: pr_ready] run:$run pushed"; else say "[STATUS: waiting] run:$run a human decides"; fi
+    exit 0 ;;
+esac
 case "$prompt" in *"Eagle's answers to your earlier requests"*)
     note "resumed"
     say "[DONE: pr_ready] run:$run resumed and done"
@@ -51,7 +68,14 @@ push)
     note "request $?"
     say "[DONE: pr_ready] run:$run pushed"
     ;;
-pr|comment|merge)
+pr|comment|merge|mergeline)
+    case "$(word mode):$prompt" in merge:*"You are the reviewer"*)
+        # Eagle has seen the PR's head now: the reviewer asks to merge it.
+        gh pr merge --squash --match-head-commit "$(git rev-parse HEAD)" >>"$out.log" 2>&1
+        note "merge $?"
+        say "[STATUS: waiting] run:$run a human decides on merge_pr"
+        exit 0 ;;
+    esac
     git fetch -q origin refs/prepared/fix && git checkout -q FETCH_HEAD
     try push git push -q origin "HEAD:refs/heads/$branch"
     printf 'Fixes the tab preview.\n\nIt no longer sticks after a drag.\n' > "$HOME/body.md"
@@ -63,12 +87,20 @@ pr|comment|merge)
         note "comment $?"
         ;;
     merge)
+        # Before Eagle saw the PR's head: refused, nothing asked.
         gh pr merge --squash --match-head-commit "$(git rev-parse HEAD)" >>"$out.log" 2>&1
-        note "merge $?"
+        note "early-merge $?"
+        ;;
+    mergeline)
+        # The same merge as a protocol line: recorded, bound to no head.
+        say "[REQUEST: merge_pr] run:$run {\"effect\":\"merge_pr\",\"sha\":\"$(git rev-parse HEAD)\"}"
         ;;
     esac
     try gh-other gh repo delete acme/app --yes
-    say "[STATUS: waiting] run:$run waiting for Eagle"
+    case "$(word mode)" in
+    merge) say "[DONE: pr_ready] run:$run PR opened" ;;
+    *) say "[STATUS: waiting] run:$run waiting for Eagle" ;;
+    esac
     ;;
 other)
     # Names a PR that is not its own, and asks to merge it.

@@ -474,20 +474,34 @@ async fn comment_posted_once(db: Db) {
 pub(crate) async fn asked_to_merge(
     dir: &Path,
     db: &TestDb,
-) -> (Home, FakeGitHub, Store, Request, String) {
+) -> (Home, FakeGitHub, Store, Request, String, u64) {
     let (remote, _, fix) = remote(dir);
     let mut home = home(db, &remote);
     let fake = github(&mut home).await;
     fake.push_branch(REPO, "eagle/run-1", &fix);
+    // CI green at the fix: once Eagle follows the PR, a review follows.
+    let ci = fake.add_check_run(
+        REPO,
+        CheckRunSpec::new("CI", &fix, "completed", Some("success")),
+    );
     let out = dir.join("notes");
-    shell(
+    let stdout = shell(
         &home,
         &format!("!queue Ship it mode:merge out:{}\n!go 1\n", out.display()),
     );
-    assert_eq!(note(&notes(&out), "merge"), "3", "{:#?}", notes(&out));
+    let notes = notes(&out);
+    // The worker that opened the PR asked to merge it before Eagle saw its
+    // head: refused when asked, nothing recorded, nothing merged.
+    assert_eq!(note(&notes, "early-merge"), "1", "{notes:#?}");
+    // Its reviewer asked once Eagle had seen the head: a human decides.
+    assert_eq!(note(&notes, "merge"), "3", "{notes:#?}\n{stdout}");
+    assert_eq!(merges(&fake), 0);
     let store = db.open().await;
-    let request = requests(&store, "merge_pr").await.remove(0);
-    (home, fake, store, request, fix)
+    let mut asked = requests(&store, "merge_pr").await;
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    let request = asked.remove(0);
+    assert_eq!(request.bound_sha.as_deref(), Some(fix.as_str()));
+    (home, fake, store, request, fix, ci)
 }
 
 pub(crate) fn merges(fake: &FakeGitHub) -> usize {
@@ -501,11 +515,7 @@ pub(crate) fn merges(fake: &FakeGitHub) -> usize {
 async fn eagle_merges_only_at_the_approved_sha_with_checks_and_review_green_there() {
     let db = TestDb::new(Db::Sqlite).await;
     let dir = shared_tempdir();
-    let (home, fake, store, request, fix) = asked_to_merge(dir.path(), &db).await;
-    fake.add_check_run(
-        REPO,
-        CheckRunSpec::new("CI", &fix, "completed", Some("success")),
-    );
+    let (home, fake, store, request, fix, _) = asked_to_merge(dir.path(), &db).await;
     fake.add_review(REPO, 1, Some("alex"), "APPROVED", "");
     // A draft cannot be merged: a human marks it ready.
     fake.set_draft(REPO, 1, false);
@@ -533,13 +543,9 @@ async fn eagle_merges_only_at_the_approved_sha_with_checks_and_review_green_ther
 async fn a_merge_without_green_checks_or_review_at_the_sha_is_refused_and_the_owner_told() {
     let db = TestDb::new(Db::Sqlite).await;
     let dir = shared_tempdir();
-    let (home, fake, store, request, fix) = asked_to_merge(dir.path(), &db).await;
-    // Checks green, but the only approval is of another commit, and
+    let (home, fake, store, request, _, _) = asked_to_merge(dir.path(), &db).await;
+    // Checks green (CI), but the only approval is of another commit, and
     // someone asked for changes.
-    fake.add_check_run(
-        REPO,
-        CheckRunSpec::new("CI", &fix, "completed", Some("success")),
-    );
     fake.add_review(REPO, 1, Some("sam"), "CHANGES_REQUESTED", "not yet");
     fake.set_draft(REPO, 1, false);
     let stdout = shell(&home, &format!("!approve 1 {}\n", request.id));
@@ -674,12 +680,8 @@ async fn an_approved_merge_of_a_draft_marks_it_ready_then_merges_on_postgres() {
 async fn a_draft_is_marked_ready_then_merged(db: Db) {
     let db = TestDb::new(db).await;
     let dir = shared_tempdir();
-    let (home, fake, store, request, fix) = asked_to_merge(dir.path(), &db).await;
+    let (home, fake, store, request, fix, _) = asked_to_merge(dir.path(), &db).await;
     assert!(fake.pr(REPO, 1).draft, "the worker's PR is a draft");
-    fake.add_check_run(
-        REPO,
-        CheckRunSpec::new("CI", &fix, "completed", Some("success")),
-    );
     fake.add_review(REPO, 1, Some("alex"), "APPROVED", "");
     let stdout = shell(&home, &format!("!show 1 {}\n", request.id));
     assert!(
@@ -728,12 +730,8 @@ async fn a_draft_is_marked_ready_then_merged(db: Db) {
 async fn drafts_kept_as_drafts_are_said_so_and_not_merged() {
     let db = TestDb::new(Db::Sqlite).await;
     let dir = shared_tempdir();
-    let (mut home, fake, store, request, fix) = asked_to_merge(dir.path(), &db).await;
+    let (mut home, fake, store, request, _, _) = asked_to_merge(dir.path(), &db).await;
     home.set("EAGLE_GITHUB__DRAFTS", "keep");
-    fake.add_check_run(
-        REPO,
-        CheckRunSpec::new("CI", &fix, "completed", Some("success")),
-    );
     fake.add_review(REPO, 1, Some("alex"), "APPROVED", "");
     let stdout = shell(&home, &format!("!show 1 {}\n", request.id));
     assert!(
@@ -804,5 +802,98 @@ async fn a_run_whose_pr_is_in_another_repository_is_held_for_its_owner() {
         "{:#?}",
         fake.requests()
     );
+    fake.assert_clean();
+}
+
+/// What an approver reads is what Eagle pushes: a push whose commit id is
+/// written with a JSON escape (the raw text then holds another run of 40
+/// hex digits) is named, in its escalation and in `!show`, by the commit
+/// Eagle parses from it, and that commit is what lands on the branch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_written_with_json_escapes_is_named_by_the_commit_eagle_pushes() {
+    let db = TestDb::new(Db::Sqlite).await;
+    let dir = shared_tempdir();
+    let (remote, _, _) = remote(dir.path());
+    let home = home(&db, &remote);
+    let out = dir.path().join("notes");
+    let stdout = shell(
+        &home,
+        &format!("!queue Push it mode:escaped out:{}\n!go 1\n", out.display()),
+    );
+    let notes = notes(&out);
+    let sha = note(&notes, "sha").to_string();
+    assert_eq!(note(&notes, "ask-fresh"), "3", "{notes:#?}\n{stdout}");
+    // The raw text names another commit: the fourth digit escaped.
+    let store = db.open().await;
+    let [asked] = requests(&store, "push_branch").await.try_into().unwrap();
+    let decoy = format!("00{:02x}{}", sha.as_bytes()[3], &sha[4..]);
+    assert!(asked.body.contains(&decoy), "{}", asked.body);
+    assert!(!asked.body.contains(&sha), "{}", asked.body);
+    let said = format!("Eagle will push commit `{sha}` to the run's own branch `eagle/run-1`");
+    let escalation = stdout
+        .lines()
+        .find(|l| l.contains("[ESCALATED: push_branch] run:1"))
+        .unwrap_or_else(|| panic!("no escalation:\n{stdout}"));
+    assert!(escalation.contains(&said), "{escalation}");
+    assert!(!escalation.contains(&decoy[..7]), "{escalation}");
+    let shown = shell(&home, &format!("!show 1 {}\n", asked.id));
+    assert!(shown.contains(&said), "{shown}");
+
+    // Approved, the resumed worker asks again with the same bytes: Eagle
+    // pushes the commit it named.
+    let stdout = shell(&home, &format!("!approve 1 {}\n", asked.id));
+    let notes = self::notes(&out);
+    assert!(
+        notes.iter().any(|n| n == "ask-resumed 0"),
+        "{notes:#?}\n{stdout}"
+    );
+    assert_eq!(head_of(&remote, "eagle/run-1"), Some(sha));
+}
+
+/// A merge asked before Eagle saw the PR's head (a protocol line, which is
+/// recorded as written) is described as merging nothing, and approving it
+/// merges nothing, whatever commit its body names: CI and the review are
+/// green at that commit, and it is the PR's head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_asked_before_eagle_saw_the_head_is_not_merged_at_the_commit_it_names() {
+    let db = TestDb::new(Db::Sqlite).await;
+    let dir = shared_tempdir();
+    let (remote, _, fix) = remote(dir.path());
+    let mut home = home(&db, &remote);
+    let fake = github(&mut home).await;
+    fake.push_branch(REPO, "eagle/run-1", &fix);
+    let out = dir.path().join("notes");
+    let stdout = shell(
+        &home,
+        &format!(
+            "!queue Ship it mode:mergeline out:{}\n!go 1\n",
+            out.display()
+        ),
+    );
+    let store = db.open().await;
+    let [asked] = requests(&store, "merge_pr").await.try_into().unwrap();
+    assert!(asked.body.contains(&fix), "{}", asked.body);
+    assert_eq!(asked.bound_sha, None);
+    let nothing = "Eagle will not merge PR #1: the request was made before Eagle saw the PR's head";
+    let escalation = stdout
+        .lines()
+        .find(|l| l.contains("[ESCALATED: merge_pr] run:1"))
+        .unwrap_or_else(|| panic!("no escalation:\n{stdout}"));
+    assert!(escalation.contains(nothing), "{escalation}");
+    fake.add_check_run(
+        REPO,
+        CheckRunSpec::new("CI", &fix, "completed", Some("success")),
+    );
+    fake.add_review(REPO, 1, Some("alex"), "APPROVED", "");
+    fake.set_draft(REPO, 1, false);
+    let stdout = shell(&home, &format!("!approve 1 {}\n", asked.id));
+    assert!(
+        stdout.contains(
+            "Eagle did not merge PR #1: the request was made before Eagle saw the PR's head"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(merges(&fake), 0, "nothing merged");
+    assert!(!fake.pr(REPO, 1).merged);
     fake.assert_clean();
 }

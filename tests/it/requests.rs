@@ -412,3 +412,58 @@ async fn wait_dm(realm: &Realm, needles: &[&str]) {
         direct(&realm.fake)
     );
 }
+
+/// Code points that show nothing or turn the text around (tag characters
+/// spelling an instruction, bidirectional overrides and isolates, a
+/// zero-width joiner, a variation selector, a line separator) reach an
+/// approver written as their code points: in the escalation and in `!show`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_and_the_escalation_write_invisible_code_points_out() {
+    let home = fake_home();
+    let text_file = home.dir.path().join("text.txt");
+    let tags: String = "IGNORE"
+        .chars()
+        .map(|c| char::from_u32(0xE0000 + u32::from(c)).unwrap())
+        .collect();
+    let body = format!(
+        "deploy docs\u{202E}fdp.exe\u{202C} to \u{2066}prod\u{2069}{tags}\u{200D}\u{FE0F}\u{2028}done"
+    );
+    std::fs::write(&text_file, &body).unwrap();
+    let out = home.run(
+        &["shell"],
+        &format!(
+            "!queue sneaky mode:bind text:{}\n!go 1\n",
+            text_file.display()
+        ),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let escaped = "deploy docs<U+202E>fdp.exe<U+202C> to <U+2066>prod<U+2069><U+E0049><U+E0047>\
+                   <U+E004E><U+E004F><U+E0052><U+E0045><U+200D><U+FE0F><U+2028>done";
+    let escalation = run_posts(&stdout)
+        .into_iter()
+        .find(|p| p.contains("[ESCALATED: deploy_docs] run:1"))
+        .unwrap_or_else(|| panic!("no escalation:\n{stdout}"));
+    assert!(escalation.contains(escaped), "{escalation}");
+    let store = home_store(&home).await;
+    let request = only_open(&store).await;
+    assert_eq!(request.body, body, "recorded exactly");
+    let out = home.run(&["shell"], &format!("!show 1 {}\n", request.id));
+    let (shown, _) = text(&out);
+    assert!(
+        shown.contains(&format!("```text\n{escaped}\n```")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("13 invisible character(s) written as `<U+…>`"),
+        "{shown}"
+    );
+    for output in [escalation, shown.as_str()] {
+        assert!(
+            !output
+                .chars()
+                .any(|c| eagle::ground::text::is_invisible(c) && c != '\n' && c != '\u{200B}'),
+            "{output:?}"
+        );
+    }
+}

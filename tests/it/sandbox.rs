@@ -4,7 +4,8 @@
 //! its run; each attempt is asserted by name, and so is the ordinary work
 //! that must still be possible. The limits stop a fork bomb, a disk filler,
 //! a file past its size and a hoarder of open files, and Eagle keeps
-//! serving throughout.
+//! serving throughout. The shim's own writes before the sandbox (the run's
+//! rules) follow no link a worker left in its checkout.
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
@@ -714,4 +715,82 @@ fn a_runs_directory_the_worker_user_cannot_reach_is_refused_with_the_directory()
         stdout.contains(&format!("workers run as {} (uid {})", user.name, user.uid)),
         "{stdout}"
     );
+}
+
+/// The shim writes the run's rules into the checkout before the worker
+/// starts, outside the sandbox: links an earlier attempt left there
+/// (`AGENTS.md` to a file elsewhere, `.git/info` to a directory elsewhere)
+/// are not followed, the shim says so, and the worker starts all the same.
+#[test]
+fn the_shim_writes_nothing_through_a_link_left_in_the_checkout() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (work, home, outside) = (
+        dir.path().join("work"),
+        dir.path().join("home"),
+        dir.path().join("outside"),
+    );
+    for made in [work.join(".git"), home.clone(), outside.join("info")] {
+        std::fs::create_dir_all(made).unwrap();
+    }
+    // Another run's rules, which a shim following the link would take for
+    // its own and write over.
+    std::fs::write(outside.join("theirs.md"), "# Rules of run 2\n").unwrap();
+    std::os::unix::fs::symlink(outside.join("theirs.md"), work.join("AGENTS.md")).unwrap();
+    std::os::unix::fs::symlink(outside.join("info"), work.join(".git/info")).unwrap();
+    let rules = dir.path().join("rules.md");
+    std::fs::write(&rules, "# Rules of run 1\n").unwrap();
+    let exit_file = std::fs::File::create(dir.path().join("exit")).unwrap();
+    let exit_fd = exit_file.as_raw_fd();
+    let mut shim = std::process::Command::new(crate::support::eagle_bin());
+    shim.args(["worker-shim", "--deadline", "60", "--rules"])
+        .arg(&rules)
+        .args(["--", "true"])
+        .current_dir(&work)
+        .env_clear()
+        .env("HOME", &home)
+        // The shim ends its own process group when the worker is done.
+        .process_group(0);
+    // SAFETY: dup2 and fcntl are async-signal-safe; descriptor 3 is the
+    // exit file, as the runner hands it over.
+    unsafe {
+        shim.pre_exec(move || {
+            let rc = if exit_fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(exit_fd, 3)
+            };
+            if rc < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = shim.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("exit")).unwrap(),
+        "exit 0\n",
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("AGENTS.md was not written: AGENTS.md is a symbolic link: not followed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(".git/info/exclude was not written: info is a symbolic link"),
+        "{stderr}"
+    );
+    // Nothing written elsewhere; the checkout's CLAUDE.md is there.
+    assert_eq!(
+        std::fs::read_to_string(outside.join("theirs.md")).unwrap(),
+        "# Rules of run 2\n"
+    );
+    assert_eq!(std::fs::read_dir(outside.join("info")).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_to_string(work.join("CLAUDE.md")).unwrap(),
+        "@AGENTS.md\n"
+    );
+    assert!(home.join(".claude").is_dir());
 }

@@ -133,11 +133,7 @@ async fn an_approved_merge_of_a_fork_pr_is_refused_saying_where_its_head_comes_f
 async fn an_outsiders_approval_does_not_make_a_merge_go_ahead() {
     let db = TestDb::new(Db::Sqlite).await;
     let dir = shared_tempdir();
-    let (home, fake, store, request, fix) = asked_to_merge(dir.path(), &db).await;
-    fake.add_check_run(
-        REPO,
-        CheckRunSpec::new("CI", &fix, "completed", Some("success")),
-    );
+    let (home, fake, store, request, fix, _) = asked_to_merge(dir.path(), &db).await;
     // Approved, at the head, by accounts without write access only.
     fake.set_association(REPO, "mallory", "NONE");
     fake.set_association(REPO, "eve", "CONTRIBUTOR");
@@ -170,11 +166,7 @@ async fn an_outsiders_approval_does_not_make_a_merge_go_ahead() {
 async fn an_outsiders_changes_requested_does_not_block_a_merge() {
     let db = TestDb::new(Db::Sqlite).await;
     let dir = shared_tempdir();
-    let (home, fake, _store, request, fix) = asked_to_merge(dir.path(), &db).await;
-    fake.add_check_run(
-        REPO,
-        CheckRunSpec::new("CI", &fix, "completed", Some("success")),
-    );
+    let (home, fake, _store, request, fix, _) = asked_to_merge(dir.path(), &db).await;
     fake.add_review(REPO, 1, Some("alex"), "APPROVED", "");
     fake.set_association(REPO, "mallory", "FIRST_TIME_CONTRIBUTOR");
     fake.add_review(
@@ -214,12 +206,10 @@ fn refused_and_the_owner_told_once(home: &Home, stdout: &str, why: &str) {
 async fn a_merge_approved_while_the_required_check_fails_is_refused_and_the_owner_told() {
     let db = TestDb::new(Db::Sqlite).await;
     let dir = shared_tempdir();
-    let (mut home, fake, _store, request, fix) = asked_to_merge(dir.path(), &db).await;
+    let (mut home, fake, _store, request, fix, ci) = asked_to_merge(dir.path(), &db).await;
     home.set("EAGLE_GITHUB__REQUIRED_CHECKS", "CI");
-    fake.add_check_run(
-        REPO,
-        CheckRunSpec::new("CI", &fix, "completed", Some("failure")),
-    );
+    // Green when the review began, failing when the merge is approved.
+    fake.update_check_run(REPO, ci, "completed", Some("failure"));
     fake.add_review(REPO, 1, Some("alex"), "APPROVED", "");
     fake.set_draft(REPO, 1, false);
     let stdout = shell(&home, &format!("!approve 1 {}\n", request.id));
@@ -229,15 +219,16 @@ async fn a_merge_approved_while_the_required_check_fails_is_refused_and_the_owne
     );
     refused_and_the_owner_told_once(&home, &stdout, &why);
     assert_eq!(merges(&fake), 0);
-    // The worker asks again (a fix-ci worker's turn): the escalation says
-    // where the head comes from, repository and branch.
+    // What the approver was shown says where the head comes from,
+    // repository and branch.
+    let shown = shell(&home, &format!("!show 1 {}\n", request.id));
     assert!(
-        stdout.contains(&format!(
+        shown.contains(&format!(
             "Eagle will merge PR #1 “Fix the tab preview” from `acme/app:eagle/run-1` into \
              `main` at head `{}`",
             &fix[..7]
         )),
-        "{stdout}"
+        "{shown}"
     );
     fake.assert_clean();
 }
@@ -246,7 +237,7 @@ async fn a_merge_approved_while_the_required_check_fails_is_refused_and_the_owne
 async fn a_merge_approved_while_the_required_check_is_absent_is_refused_and_the_owner_told() {
     let db = TestDb::new(Db::Sqlite).await;
     let dir = shared_tempdir();
-    let (mut home, fake, _store, request, fix) = asked_to_merge(dir.path(), &db).await;
+    let (mut home, fake, _store, request, fix, _) = asked_to_merge(dir.path(), &db).await;
     // Everything that ran is green, but the required check never reported.
     home.set("EAGLE_GITHUB__REQUIRED_CHECKS", "macOS UI Tests")
         .set("EAGLE_SHELL_WAIT", "30s");
@@ -337,9 +328,10 @@ impl LiveShell {
 async fn a_merge_approved_while_the_check_is_pending_waits_says_so_and_goes_ahead_once_green() {
     let db = TestDb::new(Db::Sqlite).await;
     let dir = shared_tempdir();
-    let (mut home, fake, _store, request, fix) = asked_to_merge(dir.path(), &db).await;
+    let (mut home, fake, _store, request, fix, ci) = asked_to_merge(dir.path(), &db).await;
     home.set("EAGLE_GITHUB__REQUIRED_CHECKS", "CI");
-    let ci = fake.add_check_run(REPO, CheckRunSpec::new("CI", &fix, "in_progress", None));
+    // Running again when the merge is approved (a re-run).
+    fake.update_check_run(REPO, ci, "in_progress", None);
     fake.add_review(REPO, 1, Some("alex"), "APPROVED", "");
     fake.set_draft(REPO, 1, false);
     let mut live = LiveShell::start(&home, &format!("!approve 1 {}\n", request.id));
@@ -374,7 +366,7 @@ async fn a_merge_approved_while_the_check_is_pending_waits_says_so_and_goes_ahea
 async fn a_405_from_branch_protection_is_told_once_and_not_asked_again() {
     let db = TestDb::new(Db::Sqlite).await;
     let dir = shared_tempdir();
-    let (home, fake, store, request, fix) = asked_to_merge(dir.path(), &db).await;
+    let (home, fake, store, request, fix, _) = asked_to_merge(dir.path(), &db).await;
     // GitHub wants two approvals from writers; Eagle's own gate is met by one.
     fake.protect_branch(
         REPO,

@@ -18,7 +18,7 @@ mod offer;
 
 use std::time::Duration;
 
-use crate::ground::text::{neutralize_mentions, one_line};
+use crate::ground::text::{neutralize_mentions, one_line, visible_line};
 use crate::policy::{Outcome, PolicyHost, PolicyRequest, PolicyTask, RequestKind};
 use crate::runtime::background::{BackgroundLoop, Next, Tick, Wake};
 use crate::runtime::posts::{People, Poster};
@@ -486,9 +486,10 @@ fn escalation_text(
     )
 }
 
-/// Text from a plugin or a worker, safe to post: one line, capped, inert mentions.
+/// Text from a plugin or a worker, safe to post: one line, capped, inert
+/// mentions, every invisible code point written out (`<U+202E>`).
 fn quote(text: &str) -> String {
-    neutralize_mentions(&one_line(text, QUOTE_CHARS))
+    neutralize_mentions(&visible_line(text, QUOTE_CHARS))
 }
 
 /// A task as the plugins see it.

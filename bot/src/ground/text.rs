@@ -1,6 +1,6 @@
 //! Small text helpers shared by the transports and the store: Unicode
 //! case-insensitive comparison of channel and topic names, splitting long
-//! replies, and hex of digests.
+//! replies, invisible characters made visible, and hex of digests.
 
 use unicase::UniCase;
 
@@ -39,16 +39,39 @@ pub fn neutralize_mentions(text: &str) -> String {
 /// cut is marked with `…`. For text from workers and plugins that Eagle
 /// shows: it cannot forge a line of its own.
 pub fn one_line(text: &str, max_chars: usize) -> String {
+    line(text, max_chars, false)
+}
+
+/// [`one_line`] for text an approver decides on: line breaks and tabs
+/// become spaces, and every other code point that would not show
+/// ([`is_invisible`]) is written as its code point, `<U+202E>`, so that what
+/// is read is what is there (but for the zero-width space of a mention made
+/// inert, which reads as it did). An escape is never cut in two.
+pub fn visible_line(text: &str, max_chars: usize) -> String {
+    line(text, max_chars, true)
+}
+
+fn line(text: &str, max_chars: usize, escape: bool) -> String {
     let mut out = String::with_capacity(text.len().min(max_chars * 4));
     let mut count = 0;
     let mut space = false;
-    for c in text.chars() {
-        let c = if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
-            ' '
+    let mut chars = text.chars().peekable();
+    let mut previous = None;
+    while let Some(c) = chars.next() {
+        let blank = matches!(c, '\t' | '\n' | '\r' | '\u{b}' | '\u{c}')
+            || (!escape && (c.is_control() || c == '\u{2028}' || c == '\u{2029}'));
+        // A mention made inert ([`neutralize_mentions`]) stays as it reads.
+        let inert_mention =
+            c == '\u{200B}' && previous == Some('@') && matches!(chars.peek(), Some('*' | '_'));
+        previous = Some(c);
+        let shown = if blank {
+            " ".to_string()
+        } else if escape && is_invisible(c) && !inert_mention {
+            code_point(c)
         } else {
-            c
+            c.to_string()
         };
-        if c == ' ' {
+        if shown == " " {
             if space || count == 0 {
                 continue;
             }
@@ -56,16 +79,76 @@ pub fn one_line(text: &str, max_chars: usize) -> String {
         } else {
             space = false;
         }
-        if count == max_chars {
+        let width = shown.chars().count();
+        if count + width > max_chars {
             let trimmed = out.trim_end().len();
             out.truncate(trimmed);
             out.push('…');
             return out;
         }
-        out.push(c);
-        count += 1;
+        out.push_str(&shown);
+        count += width;
     }
     out.trim_end().to_string()
+}
+
+/// Whether `c` shows nothing, or changes how the text around it shows,
+/// where people read it: control characters, format characters (Unicode's
+/// `Cf`: bidirectional controls, zero-width characters, tag characters,
+/// the soft hyphen, …), the line and paragraph separators, variation
+/// selectors and the other default-ignorable code points (fillers,
+/// reserved ones that a newer font may draw as nothing).
+pub fn is_invisible(c: char) -> bool {
+    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+    matches!(
+        c.general_category(),
+        GeneralCategory::Control
+            | GeneralCategory::Format
+            | GeneralCategory::LineSeparator
+            | GeneralCategory::ParagraphSeparator
+    ) || matches!(
+        c,
+        // Unicode's Default_Ignorable_Code_Point, whatever their category.
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{061C}'
+            | '\u{115F}'..='\u{1160}'
+            | '\u{17B4}'..='\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFF8}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E0FFF}'
+    )
+}
+
+/// `c` written as its code point: `<U+202E>`, `<U+E0041>`.
+fn code_point(c: char) -> String {
+    format!("<U+{:04X}>", u32::from(c))
+}
+
+/// `text` with every code point that would not show ([`is_invisible`])
+/// written as its code point (`<U+202E>`), and how many there were; line
+/// breaks and tabs are kept. For a text shown whole (`!show`).
+pub fn escape_invisible(text: &str) -> (String, usize) {
+    let mut out = String::with_capacity(text.len());
+    let mut escaped = 0;
+    for c in text.chars() {
+        if c != '\n' && c != '\t' && is_invisible(c) {
+            escaped += 1;
+            out.push_str(&code_point(c));
+        } else {
+            out.push(c);
+        }
+    }
+    (out, escaped)
 }
 
 /// Splits `text` into parts of at most `max_chars` characters (Unicode code
@@ -234,6 +317,47 @@ mod tests {
         assert_eq!(one_line("abcdefgh", 5), "abcde…");
         assert_eq!(one_line("ab cd efgh", 6), "ab cd…");
         assert_eq!(one_line("жжжж", 3), "жжж…");
+    }
+
+    #[test]
+    fn what_does_not_show_is_written_as_its_code_point() {
+        // Tag characters (an invisible "ignore"), bidi controls and
+        // isolates, zero-width characters, a variation selector, the line
+        // and paragraph separators, a soft hyphen, an escape, other Cf.
+        let sneaky = "ok\u{E0069}\u{E0067}\u{202E}cba\u{202C}\u{2066}x\u{2069}\u{200B}\u{200D}\u{FE0F}\
+                      \u{2028}\u{2029}\u{AD}\u{1b}\u{600}\u{FFF9}\u{E0001}\u{E01EF}\u{180E}\u{3164}";
+        let (shown, escaped) = escape_invisible(&format!("{sneaky}\n\tend\r"));
+        assert_eq!(
+            shown,
+            "ok<U+E0069><U+E0067><U+202E>cba<U+202C><U+2066>x<U+2069><U+200B><U+200D><U+FE0F>\
+             <U+2028><U+2029><U+00AD><U+001B><U+0600><U+FFF9><U+E0001><U+E01EF><U+180E>\
+             <U+3164>\n\tend<U+000D>"
+        );
+        assert_eq!(escaped, 20);
+        assert!(
+            shown
+                .chars()
+                .all(|c| !is_invisible(c) || c == '\n' || c == '\t')
+        );
+        // Ordinary text of every script is left alone.
+        for plain in ["Fix the tab preview", "Über жж 漢字 ✓ 👍 café", "a\u{301}"] {
+            assert_eq!(escape_invisible(plain), (plain.to_string(), 0), "{plain}");
+        }
+        // On one line: breaks and tabs become spaces, the rest is written
+        // out, and a cut never splits an escape.
+        assert_eq!(
+            visible_line("a\u{202E}b\n\tc\u{2028}d", 80),
+            "a<U+202E>b c<U+2028>d"
+        );
+        assert_eq!(visible_line("ab\u{202E}cd", 6), "ab…");
+        assert_eq!(visible_line("ab\u{202E}cd", 10), "ab<U+202E>…");
+        assert_eq!(visible_line("\u{1b}[31mred", 80), "<U+001B>[31mred");
+        // A mention made inert reads as before; other zero-width spaces do not.
+        let inert = neutralize_mentions("@**all** @_**Alex|3** a\u{200B}b @\u{200B}x");
+        assert_eq!(
+            visible_line(&inert, 80),
+            "@\u{200B}**all** @\u{200B}_**Alex|3** a<U+200B>b @<U+200B>x"
+        );
     }
 
     #[test]

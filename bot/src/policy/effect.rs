@@ -13,7 +13,7 @@
 
 mod words;
 
-pub use words::{Kind, commit_in, describe, describe_for, describe_merge, text_summary};
+pub use words::{Kind, describe, describe_for, describe_merge, text_summary};
 
 use serde::{Deserialize, Serialize};
 

@@ -5,13 +5,16 @@
 //! each fit one chat message (the chat layer's own split drops whitespace
 //! at its cuts, so it never cuts a request), with its size, whether it ends
 //! with a line break, its parameter hash, and what Eagle will do if it is
-//! approved (`crate::policy::effect`). Characters that would not show (control and
-//! invisible formatting characters) are written as `\u{…}`. A private
+//! approved (`crate::policy::effect`). Code points that would not show
+//! (control and format characters, bidirectional controls, tag
+//! characters, variation selectors: [`crate::ground::text::is_invisible`])
+//! are written as their code point, `<U+202E>`. A private
 //! task's request is shown only where `!status` would show the task.
 
 use super::parse::id;
 use super::status::visible;
 use super::{Access, ChatCommand, CommandContext, CommandReply, CommandSpec, Handler, ParseError};
+use crate::ground::text::escape_invisible;
 use crate::store::StoreError;
 
 /// Room kept in each part for the header, the part line and the fences.
@@ -34,9 +37,10 @@ impl ChatCommand for Show {
         args: "<run id> <request id> [part]",
         summary: "show a worker's request in full, and what Eagle will do if it is approved",
         details: "`!show 42 7` shows request 7 of run 42 exactly as the worker made it: every \
-                  character (invisible ones written as `\\u{…}`), its size and hash, and what \
-                  approving it makes Eagle do. A long request comes in parts: `!show 42 7 2` \
-                  is the second. A private task's request is shown only where the task is.",
+                  character (invisible ones written as their code point, `<U+202E>`), its size \
+                  and hash, and what approving it makes Eagle do. A long request comes in parts: \
+                  `!show 42 7 2` is the second. A private task's request is shown only where the \
+                  task is.",
         access: Access::Approvers,
     };
 
@@ -97,7 +101,7 @@ impl Handler for Show {
             )));
         }
         let body = request.body.as_str();
-        let (shown, hidden) = visible_text(body);
+        let (shown, hidden) = escape_invisible(body);
         let effect = crate::policy::effect::describe_for(
             &request,
             &run,
@@ -124,7 +128,7 @@ impl Handler for Show {
             },
             hash = &request.params_hash[..request.params_hash.len().min(16)],
             hidden = if hidden > 0 {
-                format!(", {hidden} invisible character(s) written as `\\u{{…}}`")
+                format!(", {hidden} invisible character(s) written as `<U+…>`")
             } else {
                 String::new()
             },
@@ -165,25 +169,6 @@ impl Handler for Show {
             "{header}{fence}text\n{part}\n{fence}"
         )))
     }
-}
-
-/// The text with every character that would not show written as
-/// `\u{…}`, and how many there were. Line breaks and tabs are kept.
-fn visible_text(text: &str) -> (String, usize) {
-    let mut out = String::with_capacity(text.len());
-    let mut hidden = 0;
-    for c in text.chars() {
-        let invisible = (c.is_control() && c != '\n' && c != '\t')
-            || matches!(c, '\u{00AD}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
-                | '\u{2060}'..='\u{2069}' | '\u{FEFF}');
-        if invisible {
-            hidden += 1;
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    (out, hidden)
 }
 
 fn longest_backtick_run(text: &str) -> usize {
@@ -238,11 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn invisible_characters_are_written_out() {
-        assert_eq!(
-            visible_text("a\u{202E}b\u{1b}[0m\tc\n"),
-            ("a\\u{202e}b\\u{1b}[0m\tc\n".to_string(), 2)
-        );
+    fn the_longest_run_of_backticks() {
         assert_eq!(longest_backtick_run("a ```` b ``"), 4);
     }
 

@@ -71,7 +71,8 @@ fn completion(
 pub(super) fn at_escalation(run: &Run, request: &Request) -> Offer {
     match &request.bound_sha {
         Some(head) => shown_or_decide(run.merge_offered_sha.as_deref(), head),
-        // Bound to no head: `!merge` cannot answer it, `!approve` does.
+        // Bound to no head: `!merge` cannot answer it, and approving it
+        // merges nothing (its escalation says so).
         None => Offer::Nothing("bound to no head".into()),
     }
 }

@@ -1,9 +1,12 @@
 //! `merge_pr`: Eagle merges only the run's own PR (its head a branch of
 //! the repository itself, never a fork's, and the run's branch; its base
-//! `github.base`), only at the approved head, only with the required checks
-//! green at that head and the review of that head green (approved by
-//! someone with write access, and no such reviewer's latest review asking
-//! for changes: [`crate::integrations::github::trust`]); the merge call names that sha,
+//! `github.base`), only at the approved head (the one Eagle's PR loop saw
+//! when the request was made, which is what its approver was shown: a
+//! request made before Eagle saw a head merges nothing, whatever commit it
+//! names), only with the required checks green at that head and the
+//! review of that head green (approved by someone with write access, and
+//! no such reviewer's latest review asking for changes:
+//! [`crate::integrations::github::trust`]); the merge call names that sha,
 //! so a push since gives GitHub's 409, never a merge of unseen code. A
 //! draft is marked ready for review first (GraphQL
 //! `markPullRequestReadyForReview`), unless `github.drafts = "keep"`, which
@@ -109,8 +112,11 @@ impl Carrier {
                     short_sha(seen)
                 ));
             }
-            (Some(sha), _) | (None, Some(sha)) => sha.to_string(),
-            (None, None) => {
+            (_, Some(seen)) => seen.to_string(),
+            // A commit the request names is not enough: its approver was
+            // shown no head (`crate::policy::effect::describe_merge`), so
+            // nothing is merged, whatever the body says.
+            (_, None) => {
                 return Outcome::Refused(format!(
                     "Eagle did not merge PR #{number}: the request was made before Eagle saw the PR's head, \
                      so the approval is of no particular commit; ask again once the run is in pr"

@@ -1,11 +1,12 @@
 //! The runner's part in the effects Eagle carries out for a worker
-//! ([`crate::policy::effect`]): it checks an effect's parameters before the request
-//! is recorded (a push to another branch is refused and leaves nothing
-//! behind), carries out an approved `push_branch` itself (the runner is on
-//! the host of the worker's checkout: [`crate::executor::carrier::push`]), and for the
-//! others waits until Eagle's carrier has done them, so that `eagle request`
-//! answers with the outcome: the pushed sha, the PR's number and address,
-//! the comment's address.
+//! ([`crate::policy::effect`]): it checks an effect's parameters before the
+//! request is recorded (a push to another branch, or a merge at a head Eagle
+//! has not seen, is refused and leaves nothing behind), carries out an
+//! approved `push_branch` itself (the runner is on the host of the worker's
+//! checkout: [`crate::executor::carrier::push`]), and for the others waits
+//! until Eagle's carrier has done them, so that `eagle request` answers with
+//! the outcome: the pushed sha, the PR's number and address, the comment's
+//! address.
 
 use crate::executor::repos::git::GitAuth;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use super::attempt::SocketCtx;
 use crate::executor::carrier::push::{PushPlan, Pushed, mirror_path, push};
 use crate::ground::wire::{Answer, Status};
 use crate::policy::effect::{Carried, Effect};
-use crate::store::{Request, RequestStatus, StoreError};
+use crate::store::{Request, RequestStatus, StoreError, short_sha};
 
 /// The run's branch: the one its runner recorded, else `eagle/run-<id>`.
 pub(super) async fn run_branch(ctx: &SocketCtx) -> Result<String, StoreError> {
@@ -44,6 +45,9 @@ pub(super) async fn precheck(
         Ok(None) => return Ok(None),
         Err(why) => return Ok(Some(Answer::new(Status::Denied, why))),
     };
+    if let Effect::MergePr { sha: asked } = &effect {
+        return merge_refusal(ctx, asked.as_deref()).await;
+    }
     if let Effect::PushBranch {
         branch: Some(asked),
         ..
@@ -63,6 +67,33 @@ pub(super) async fn precheck(
         }
     }
     Ok(None)
+}
+
+/// A merge is of the head Eagle's PR loop saw, which its approver is shown
+/// (the request is bound to it): asked before Eagle saw one, or for
+/// another commit, it is refused here and nothing is recorded.
+async fn merge_refusal(ctx: &SocketCtx, asked: Option<&str>) -> Result<Option<Answer>, StoreError> {
+    let head = {
+        let mut tx = ctx.shared.store.begin_read().await?;
+        tx.tasks()
+            .run(ctx.fence.run)
+            .await?
+            .and_then(|r| r.head_sha)
+    };
+    let why = match (asked, head.as_deref()) {
+        (_, None) => "Eagle has not seen the head of this run's PR yet (it looks at the PR once \
+                      the run reports [DONE: pr_ready]), so a merge now would be of no commit an \
+                      approver could check: nothing was asked"
+            .to_string(),
+        (Some(asked), Some(head)) if asked != head => format!(
+            "the head of this run's PR that Eagle saw last is {}, not {}: Eagle merges only at \
+             the head it saw, nothing was asked",
+            short_sha(head),
+            short_sha(asked)
+        ),
+        _ => return Ok(None),
+    };
+    Ok(Some(Answer::new(Status::Denied, why)))
 }
 
 /// After a request was approved: `None` when it is no effect Eagle carries
@@ -89,13 +120,18 @@ pub(super) async fn after_approval(
             }));
         }
     };
-    if let Effect::PushBranch { sha, .. } = &effect
-        && request.carried_out_at.is_none()
-    {
-        carry_push(ctx, request, sha).await?;
-    }
-    // A request that reused a human's earlier approval is carried out as that one.
-    let id = request.bound_to.unwrap_or(request.id);
+    // A push is carried out here, for this request, even when it reused a
+    // human's earlier approval (the worker that asked first had stopped);
+    // the others by the carrier, as the request whose approval it reused.
+    let id = match &effect {
+        Effect::PushBranch { sha, .. } => {
+            if request.carried_out_at.is_none() {
+                carry_push(ctx, request, sha).await?;
+            }
+            request.id
+        }
+        _ => request.bound_to.unwrap_or(request.id),
+    };
     let deadline = tokio::time::Instant::now() + ctx.shared.settings.request_wait;
     let mut changes = ctx.shared.store.changes();
     loop {

@@ -9,9 +9,14 @@
 //!
 //! * an edit (`Write`, `Edit`, `MultiEdit`, `NotebookEdit`, or any tool that
 //!   names a `file_path` it writes) of a path outside the run's working
-//!   directory is denied with the reason, after `..`, `~` and the symlinks
-//!   that exist are resolved; so is an edit of the checkout's `.git/config`
-//!   or `.git/hooks` (Eagle reads them);
+//!   directory is denied with the reason; so is an edit of the checkout's
+//!   `.git/config` or `.git/hooks` (Eagle reads them). The path is taken as
+//!   written: `.` and `..` worked out against the tool call's directory, `~`
+//!   refused, and no link followed. This runs as Eagle, outside the
+//!   sandbox: following the worker's links here would tell it where they
+//!   lead anywhere on the host. What a link inside the run reaches is the
+//!   sandbox's to hold (`crate::confine::sandbox`), and the answer names
+//!   only the path the worker gave;
 //! * `AskUserQuestion` is denied: nobody answers there, the worker asks with
 //!   `[ESCALATE: …]` or `eagle request`;
 //! * a Bash command one of the operator's `hook_rules` names becomes a
@@ -59,9 +64,6 @@ const READ_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS", "NotebookRead"];
 /// Tools that write the file named by `file_path` (or `notebook_path`).
 const EDIT_TOOLS: &[&str] = &["Write", "Edit", "MultiEdit", "NotebookEdit"];
 
-/// How many symbolic links one path may go through (the kernel's own limit).
-const MAX_LINKS: u32 = 40;
-
 /// Judges one tool call. `workdir` is the run's working directory; `rules`
 /// are the operator's command prefixes and the action each asks for
 /// (`read` asks nothing).
@@ -103,11 +105,18 @@ pub fn judge(input: &HookInput, workdir: &Path, rules: &[(String, String)]) -> H
     HookVerdict::Allow
 }
 
-/// Why editing `path` (seen from `cwd`) is refused, if it is.
+/// Why editing `path` (seen from `cwd`) is refused, if it is. Nothing on
+/// the disk is looked at: see the module's comment.
 fn edit_refusal(cwd: &Path, path: &str, workdir: &Path) -> Option<String> {
     if path.is_empty() {
         return Some("an edit of an empty path".into());
     }
+    let outside = || {
+        Some(format!(
+            "{path} is outside the run's working directory {}: edit only files inside it",
+            workdir.display()
+        ))
+    };
     if path.starts_with('~') {
         return Some(format!(
             "{path} is in a home directory, outside the run's working directory {}: edit only \
@@ -115,25 +124,23 @@ fn edit_refusal(cwd: &Path, path: &str, workdir: &Path) -> Option<String> {
             workdir.display()
         ));
     }
-    let work = real_path(Path::new("/"), workdir, 0).unwrap_or_else(|| workdir.to_path_buf());
-    let Some(real) = real_path(cwd, Path::new(path), 0) else {
-        return Some(format!(
-            "{path} goes through more than {MAX_LINKS} symbolic links: not edited"
-        ));
+    // A relative directory of the call means nothing here: the working
+    // directory stands for it.
+    let base = if cwd.is_absolute() { cwd } else { workdir };
+    let asked = lexical(&base.join(path));
+    // The working directory as Eagle names it, and where it really is: a
+    // worker sees the real path (its sandbox binds the directory there).
+    // Both are Eagle's own, made in its run directory, which no worker can
+    // change; neither is said.
+    let Some(work) = [Some(lexical(workdir)), std::fs::canonicalize(workdir).ok()]
+        .into_iter()
+        .flatten()
+        .find(|work| asked.starts_with(work))
+    else {
+        return outside();
     };
-    if !real.starts_with(&work) {
-        let shown = if real.as_path() == Path::new(path) {
-            String::new()
-        } else {
-            format!(" (that is {})", real.display())
-        };
-        return Some(format!(
-            "{path}{shown} is outside the run's working directory {}: edit only files inside it",
-            work.display()
-        ));
-    }
     let git = work.join(".git");
-    if real == git.join("config") || real.starts_with(git.join("hooks")) {
+    if asked == git.join("config") || asked.starts_with(git.join("hooks")) {
         return Some(format!(
             "{path} is the checkout's git configuration, which Eagle reads: not edited"
         ));
@@ -141,44 +148,20 @@ fn edit_refusal(cwd: &Path, path: &str, workdir: &Path) -> Option<String> {
     None
 }
 
-/// `path` against `base` as the kernel would resolve it: `.` and `..` taken
-/// out and every symbolic link that exists followed (a dangling one too: a
-/// write through it creates its target). A part that does not exist is
-/// taken as written. `None` past [`MAX_LINKS`].
-fn real_path(base: &Path, path: &Path, links: u32) -> Option<PathBuf> {
-    let mut out = if path.is_absolute() {
-        PathBuf::from("/")
-    } else if base == Path::new("/") {
-        base.to_path_buf()
-    } else {
-        real_path(Path::new("/"), base, links)?
-    };
-    let mut links = links;
+/// An absolute `path` with `.` and `..` worked out from the words alone
+/// (`..` at the root stays there), as `realpath -s` does: no link is read.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
     for component in path.components() {
         match component {
-            Component::RootDir => out = PathBuf::from("/"),
-            Component::CurDir | Component::Prefix(_) => {}
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
             Component::ParentDir => {
-                // `out` holds no link here, so its parent is the real one.
                 out.pop();
             }
-            Component::Normal(name) => {
-                let next = out.join(name);
-                match std::fs::symlink_metadata(&next) {
-                    Ok(meta) if meta.file_type().is_symlink() => {
-                        links += 1;
-                        if links > MAX_LINKS {
-                            return None;
-                        }
-                        let target = std::fs::read_link(&next).ok()?;
-                        out = real_path(&out, &target, links)?;
-                    }
-                    _ => out = next,
-                }
-            }
+            Component::Normal(name) => out.push(name),
         }
     }
-    Some(out)
+    out
 }
 
 /// The operator's rules a Bash command matches: a part of the command
@@ -432,42 +415,85 @@ mod tests {
     }
 
     #[test]
-    fn symlinks_that_exist_are_followed() {
+    fn paths_are_taken_as_written_and_no_link_is_followed() {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("work");
-        let outside = dir.path().join("outside");
+        let secret = dir.path().join("secret/place");
         std::fs::create_dir_all(work.join("src")).unwrap();
-        std::fs::create_dir_all(&outside).unwrap();
-        std::os::unix::fs::symlink(&outside, work.join("out")).unwrap();
-        std::os::unix::fs::symlink(outside.join("new.txt"), work.join("dangling")).unwrap();
-        std::os::unix::fs::symlink("src", work.join("inner")).unwrap();
+        std::fs::create_dir_all(&secret).unwrap();
+        // Links a worker planted, to places it cannot see.
+        std::os::unix::fs::symlink(&secret, work.join("out")).unwrap();
+        std::os::unix::fs::symlink(secret.join("new.txt"), work.join("dangling")).unwrap();
         std::os::unix::fs::symlink("loop", work.join("loop")).unwrap();
-        let write = |path: PathBuf| {
-            verdict_in(
-                "Write",
-                serde_json::json!({ "file_path": path.display().to_string() }),
-                &work,
-            )
+        let judge_in = |path: String, cwd: &Path| {
+            let hook = HookInput {
+                tool_name: "Write".into(),
+                tool_input: serde_json::json!({ "file_path": path }),
+                tool_use_id: None,
+                cwd: Some(cwd.display().to_string()),
+            };
+            judge(&hook, &work, &[])
         };
-        assert_eq!(write(work.join("out/x.txt")), "deny");
-        assert_eq!(write(work.join("dangling")), "deny");
-        // `..` after a link goes up from where the link leads, as the kernel does.
-        assert_eq!(write(work.join("out/../x")), "deny");
-        assert_eq!(write(work.join("out/../work/x")), "allow");
-        assert_eq!(write(work.join("loop")), "deny");
-        assert_eq!(write(work.join("inner/lib.rs")), "allow");
-        assert_eq!(write(work.join("src/../x")), "allow");
-        // A working directory reached through a link is the same directory.
+        let at = |path: &str| judge_in(format!("{}/{path}", work.display()), &work);
+        // Inside by its words: allowed (the sandbox holds what a link reaches).
+        for inside in [
+            "out/x.txt",
+            "dangling",
+            "loop",
+            "src/../x",
+            "out/../src/lib.rs",
+        ] {
+            assert_eq!(at(inside), HookVerdict::Allow, "{inside}");
+        }
+        assert_eq!(
+            judge_in("src/lib.rs".into(), &work.join("src/..")),
+            HookVerdict::Allow
+        );
+        // Outside by its words: denied, naming only the path given, never
+        // where a link leads.
+        for (path, cwd) in [
+            (format!("{}/../x", work.display()), work.clone()),
+            (
+                format!("{}/src/../../secret/place/x", work.display()),
+                work.clone(),
+            ),
+            ("../../../etc/passwd".to_string(), work.join("src")),
+            ("x".to_string(), dir.path().to_path_buf()),
+            ("/etc/passwd".to_string(), work.clone()),
+        ] {
+            let HookVerdict::Deny(reason) = judge_in(path.clone(), &cwd) else {
+                panic!("{path} from {} is allowed", cwd.display());
+            };
+            assert_eq!(
+                reason,
+                format!(
+                    "{path} is outside the run's working directory {}: edit only files inside it",
+                    work.display()
+                )
+            );
+        }
+        // A relative directory of the call stands for the working directory.
+        assert_eq!(
+            judge_in("x".into(), Path::new("elsewhere")),
+            HookVerdict::Allow
+        );
+        assert_eq!(lexical(Path::new("/a/./b/../../../c")), Path::new("/c"));
+        // Eagle's working directory named through a link of its own: the
+        // worker's real paths are inside it.
         let alias = dir.path().join("alias");
         std::os::unix::fs::symlink(&work, &alias).unwrap();
-        assert_eq!(
-            verdict_in(
-                "Write",
-                serde_json::json!({ "file_path": work.join("a").display().to_string() }),
-                &alias
-            ),
-            "allow"
-        );
+        let real = std::fs::canonicalize(&work).unwrap();
+        for (path, want) in [("src/lib.rs", "allow"), (".git/config", "deny")] {
+            assert_eq!(
+                verdict_in(
+                    "Write",
+                    serde_json::json!({ "file_path": real.join(path).display().to_string() }),
+                    &alias
+                ),
+                want,
+                "{path}"
+            );
+        }
     }
 
     #[test]

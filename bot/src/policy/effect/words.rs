@@ -5,10 +5,15 @@
 //! PR (its number and title, branch and base, head and CI), a push by the
 //! commit and the run's own branch, a comment by its length and first
 //! lines. The decider's escalation and `!show` both say it from here, so
-//! the two never disagree. Everything quoted is one line per line, capped,
-//! with mentions made inert.
+//! the two never disagree, and both say it from the request's parameters
+//! as Eagle parses them to carry them out ([`Effect::parse`]), never from
+//! a reading of the raw text: a commit written with JSON escapes is named
+//! as the commit that is pushed, and parameters Eagle cannot carry out are
+//! said to be so. Everything quoted is one line per line, capped, with
+//! mentions made inert and invisible code points written out (`<U+202E>`).
 
-use crate::ground::text::{neutralize_mentions, one_line};
+use super::Effect;
+use crate::ground::text::{neutralize_mentions, visible_line};
 use crate::store::{Request, Run, short_sha};
 
 /// The longest PR title or quoted line shown.
@@ -71,8 +76,18 @@ pub fn describe_for(
     private: bool,
     keep_drafts: bool,
 ) -> Option<String> {
-    let effect = Kind::of(&request.action)?;
-    let text = worded_text(request);
+    let kind = Kind::of(&request.action)?;
+    // What Eagle carries out is parsed from the body: so is what it says.
+    let effect = match Effect::parse(&request.action, &request.body) {
+        Ok(effect) => effect,
+        Err(why) => {
+            return Some(format!(
+                "Eagle will not carry this out, whatever the answer: {}",
+                inert(&why)
+            ));
+        }
+    };
+    let text = worded_text(request, effect.as_ref());
     let text = text.as_str();
     let pr = run
         .pr_number
@@ -83,15 +98,16 @@ pub fn describe_for(
         .as_deref()
         .map(|b| format!("`{}`", inert(b)))
         .unwrap_or_else(|| "(not named yet)".into());
-    Some(match effect {
-        Kind::MergePr => merge(request, run) + &draft_note(run, keep_drafts),
-        Kind::PushBranch => match commit_in(&request.body) {
-            Some(sha) => format!(
-                "Eagle will push commit `{}` to the run's own branch {branch}, nothing else.",
-                short_sha(sha)
+    Some(match kind {
+        Kind::MergePr => merge(request, run, effect.as_ref()) + &draft_note(run, keep_drafts),
+        Kind::PushBranch => match &effect {
+            // The full commit id: a short one may name two commits.
+            Some(Effect::PushBranch { sha, .. }) => format!(
+                "Eagle will push commit `{sha}` to the run's own branch {branch}, nothing else."
             ),
-            None => format!(
-                "Eagle will push to the run's own branch {branch}; the request names no commit."
+            _ => format!(
+                "Eagle will push nothing to the run's own branch {branch}: the request names no \
+                 commit."
             ),
         },
         Kind::OpenDraftPr => format!(
@@ -118,17 +134,17 @@ pub fn describe_for(
     })
 }
 
-/// The text an effect carries (its title and body for a PR), read from the
-/// request's parameters; the body as written for the old free-text forms.
-fn worded_text(request: &Request) -> String {
-    use super::Effect;
-    match Effect::parse(&request.action, &request.body) {
-        Ok(Some(Effect::OpenDraftPr { title, body })) => format!("{title}\n\n{body}"),
-        Ok(Some(
+/// The text an effect carries (its title and body for a PR), from its
+/// parsed parameters; the body as written for the old free-text forms (and
+/// a command the operator's rules ask about).
+fn worded_text(request: &Request, effect: Option<&Effect>) -> String {
+    match effect {
+        Some(Effect::OpenDraftPr { title, body }) => format!("{title}\n\n{body}"),
+        Some(
             Effect::CommentOnPr { body }
             | Effect::ReplyThread { body, .. }
             | Effect::PostAsanaComment { body },
-        )) => body,
+        ) => body.clone(),
         _ => request.body.clone(),
     }
 }
@@ -147,9 +163,23 @@ fn draft_note(run: &Run, keep_drafts: bool) -> String {
     }
 }
 
-/// A merge, as the PR loop last saw the PR.
-fn merge(request: &Request, run: &Run) -> String {
-    describe_merge(run, request.bound_sha.as_deref())
+/// A merge, as the PR loop last saw the PR, at the head the request is
+/// bound to: what the carrier merges (`crate::executor::carrier::merge`),
+/// which refuses a request naming another commit than that head.
+fn merge(request: &Request, run: &Run, effect: Option<&Effect>) -> String {
+    let asked = match effect {
+        Some(Effect::MergePr { sha }) => sha.as_deref(),
+        _ => None,
+    };
+    match (asked, request.bound_sha.as_deref()) {
+        (Some(asked), Some(seen)) if asked != seen => format!(
+            "Eagle will not merge: the request names commit `{}`, but the PR's head was `{}` \
+             when it was made; approving it merges nothing.",
+            short_sha(asked),
+            short_sha(seen)
+        ),
+        (_, seen) => describe_merge(run, seen),
+    }
 }
 
 /// The merge of the run's PR at `sha` (the head a request or `!merge` is
@@ -159,9 +189,15 @@ pub fn describe_merge(run: &Run, sha: Option<&str>) -> String {
     let Some(number) = run.pr_number else {
         return "Eagle knows of no PR of this run: there is nothing it could merge.".into();
     };
-    let head = sha
-        .map(|sha| format!("at head `{}`", short_sha(sha)))
-        .unwrap_or_else(|| "at no known head (the PR loop had not seen it: not merged)".into());
+    // Eagle merges only at a head it saw (the carrier refuses the rest),
+    // whatever commit the request names.
+    let Some(sha) = sha else {
+        return format!(
+            "Eagle will not merge PR #{number}: the request was made before Eagle saw the PR's \
+             head, so there is no commit an approval could be of; approving it merges nothing."
+        );
+    };
+    let head = format!("at head `{}`", short_sha(sha));
     let Some(title) = &run.pr_title else {
         return format!(
             "Eagle will merge PR #{number} {head}; its PR loop has not looked at the PR yet \
@@ -221,15 +257,9 @@ pub fn text_summary(text: &str, private: bool) -> String {
     format!("{size}, beginning:\n{}{more}", first.join("\n"))
 }
 
-/// The first full commit SHA (40 hex digits) named in a text.
-pub fn commit_in(text: &str) -> Option<&str> {
-    text.split(|c: char| !c.is_ascii_hexdigit())
-        .find(|word| word.len() == 40)
-}
-
-/// One line of someone else's text, safe to post.
+/// One line of someone else's text, safe to post and shown as it is.
 fn inert(text: &str) -> String {
-    neutralize_mentions(&one_line(text, LINE_CHARS))
+    neutralize_mentions(&visible_line(text, LINE_CHARS))
 }
 
 fn plural(n: usize) -> &'static str {
@@ -251,13 +281,6 @@ mod tests {
             "11 characters, 1 line; a private task's text is shown only in its own conversation."
         );
         assert_eq!(text_summary("", false), "0 characters, 0 lines (empty).");
-    }
-
-    #[test]
-    fn a_commit_is_a_full_sha() {
-        let sha = "0123456789abcdef0123456789abcdef01234567";
-        assert_eq!(commit_in(&format!("push {sha} to x")), Some(sha));
-        assert_eq!(commit_in("push abc1234"), None);
     }
 
     #[test]
