@@ -89,36 +89,22 @@ fn worker_bin(home: &mut Home) -> PathBuf {
 /// Runs the home's own copy of the binary as `eagle shell` in a blocking
 /// thread (the test's servers answer meanwhile): stdout, stderr.
 async fn shell(home: &Home, input: &str) -> (String, String) {
-    let (env, dir, input) = (
-        home.env.clone(),
-        home.dir.path().to_path_buf(),
-        input.to_string(),
-    );
-    tokio::task::spawn_blocking(move || {
-        let child = Command::new(dir.join("bin/eagle"))
-            .arg("shell")
-            .env_clear()
-            .envs(&env)
-            .current_dir(&dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn eagle shell");
-        let out = finish(child, input.as_bytes(), "eagle shell");
-        let (stdout, stderr) = text(&out);
-        assert!(out.status.success(), "{stdout}\n{stderr}");
-        (stdout, stderr)
-    })
-    .await
-    .expect("the shell's thread")
+    let (ok, stdout, stderr) = eagle_with(home, &["shell"], input).await;
+    assert!(ok, "{stdout}\n{stderr}");
+    (stdout, stderr)
 }
 
 /// Runs the home's own copy of the binary with `args` in a blocking
 /// thread: whether it succeeded, stdout and stderr.
 async fn eagle_in(home: &Home, args: &[&str]) -> (bool, String, String) {
+    eagle_with(home, args, "").await
+}
+
+/// As [`eagle_in`], with `input` on its standard input.
+async fn eagle_with(home: &Home, args: &[&str], input: &str) -> (bool, String, String) {
     let (env, dir) = (home.env.clone(), home.dir.path().to_path_buf());
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let input = input.to_string();
     tokio::task::spawn_blocking(move || {
         let child = Command::new(dir.join("bin/eagle"))
             .args(&args)
@@ -130,7 +116,7 @@ async fn eagle_in(home: &Home, args: &[&str]) -> (bool, String, String) {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn eagle");
-        let out = finish(child, b"", "eagle");
+        let out = finish(child, input.as_bytes(), "eagle");
         let (stdout, stderr) = text(&out);
         (out.status.success(), stdout, stderr)
     })

@@ -154,29 +154,7 @@ pub async fn ahead(
         let user = shared.worker_user.as_ref();
         spawn::create_worker_dir(&dir.home, user).map_err(|e| io("its home", e))?;
         spawn::create_worker_dir(&dir.work, user).map_err(|e| io("its checkout", e))?;
-        let auth = crate::executor::repos::git::GitAuth::of(
-            repo,
-            shared.github_token.as_ref(),
-            &shared.data_dir,
-        )
-        .await?;
-        let (cache, _) =
-            crate::executor::repos::cache::refresh(&shared.data_dir, repo, &auth, user).await?;
-        drop(auth);
-        let branch = format!("eagle/setup-{}", repo.name);
-        let checkout = crate::executor::repos::checkout::Checkout {
-            cache: &cache,
-            origin: &repo.url.as_git(),
-            branch: &branch,
-            base: &dir.base,
-            work: &dir.work,
-            home: &dir.home,
-            eagle: &dir.eagle,
-            path: &shared.settings.worker_env.path,
-        };
-        crate::executor::repos::checkout::clone(&checkout, user)
-            .await
-            .map_err(|e| format!("cannot check {} out: {e}", repo.name))?;
+        spawn::check_out(shared, repo, &dir, &format!("eagle/setup-{}", repo.name)).await?;
         std::fs::write(dir.eagle.join("rules.md"), "").map_err(|e| io("the rules file", e))?;
         prepare(shared, repo, &dir, None, force).await
     }

@@ -234,30 +234,43 @@ pub(super) async fn prepare_run(
             .branch_name
             .clone()
             .unwrap_or_else(|| format!("eagle/run-{}", run.id));
-        let auth = GitAuth::of(repo, shared.github_token.as_ref(), &shared.data_dir)
+        check_out(shared, repo, &dir, &branch)
             .await
             .map_err(std::io::Error::other)?;
-        let (cache, _) =
-            crate::executor::repos::cache::refresh(&shared.data_dir, repo, &auth, user)
-                .await
-                .map_err(std::io::Error::other)?;
-        drop(auth);
-        let checkout = Checkout {
-            cache: &cache,
-            origin: &repo.url.as_git(),
-            branch: &branch,
-            base: &dir.base,
-            work: &dir.work,
-            home: &dir.home,
-            eagle: &dir.eagle,
-            path: &shared.settings.worker_env.path,
-        };
-        crate::executor::repos::checkout::clone(&checkout, user).await?;
     }
     let rules = dir.eagle.join("rules.md");
     std::fs::write(&rules, rules_text(run, task))?;
     host::chmod(&rules, 0o644)?;
     Ok(Prepared { dir, fresh })
+}
+
+/// Makes the checkout of `repo` in `dir` on a new `branch` from its base:
+/// Eagle's cache fetched first (with Eagle's credential, in Eagle's git
+/// only), then cloned from it as the worker's user. `Err` says why not.
+pub(super) async fn check_out(
+    shared: &Shared,
+    repo: &crate::profile::RepoSettings,
+    dir: &RunDir,
+    branch: &str,
+) -> Result<(), String> {
+    let user = shared.worker_user.as_ref();
+    let auth = GitAuth::of(repo, shared.github_token.as_ref(), &shared.data_dir).await?;
+    let (cache, _) =
+        crate::executor::repos::cache::refresh(&shared.data_dir, repo, &auth, user).await?;
+    drop(auth);
+    let checkout = Checkout {
+        cache: &cache,
+        origin: &repo.url.as_git(),
+        branch,
+        base: &dir.base,
+        work: &dir.work,
+        home: &dir.home,
+        eagle: &dir.eagle,
+        path: &shared.settings.worker_env.path,
+    };
+    crate::executor::repos::checkout::clone(&checkout, user)
+        .await
+        .map_err(|e| format!("cannot check {} out: {e}", repo.name))
 }
 
 /// A run's directory, ready.
