@@ -618,13 +618,14 @@ async fn a_workers_proxy_lives_with_it_and_its_refusals_show_in_status() {
 
     let out = home.run(&["shell"], "!status run 1\n");
     let (stdout, _) = text(&out);
-    assert!(
-        stdout.contains("network: refused 2 connections: "),
-        "{stdout}"
-    );
+    assert!(stdout.contains("network: refused 2 requests: "), "{stdout}");
     assert!(
         stdout.contains("1 to `evil.example:443` (last "),
         "{stdout}"
     );
     assert!(stdout.contains("1 to `127.0.0.1:5432` (last "), "{stdout}");
+    assert!(
+        stdout.contains("evil.example:443 is not in runner.sandbox.allow_hosts)"),
+        "{stdout}"
+    );
 }
