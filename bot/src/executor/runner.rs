@@ -21,6 +21,7 @@ mod attempt;
 mod checks;
 mod effects;
 pub mod hook;
+mod interception;
 pub mod output;
 pub mod prompts;
 pub mod review;
@@ -30,6 +31,7 @@ mod spawn;
 mod supervise;
 
 pub use checks::{Severity, checks, sandbox_check};
+pub use interception::CLAUDE_CALLS;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -192,18 +192,14 @@ fn default_hosts(kind: Option<WorkerKind>, model_url: Option<&str>) -> Vec<HostP
     }
     let from_env = model_url.and_then(|url| {
         let url = reqwest::Url::parse(url).ok()?;
-        Some(HostPattern {
-            host: url
-                .host_str()?
+        Some(HostPattern::new(
+            url.host_str()?
                 .trim_matches(['[', ']'])
                 .to_ascii_lowercase(),
-            port: url.port_or_known_default(),
-        })
+            url.port_or_known_default(),
+        ))
     });
-    vec![from_env.unwrap_or(HostPattern {
-        host: CLAUDE_API_HOST.into(),
-        port: Some(443),
-    })]
+    vec![from_env.unwrap_or(HostPattern::new(CLAUDE_API_HOST, Some(443)))]
 }
 
 /// `1048576`, `"512KiB"`, `"100M"`, `"2GiB"` (binary units either way).
@@ -263,7 +259,7 @@ mod tests {
     fn bad_host_patterns_say_what_is_wrong() {
         for (text, says) in [
             ("", "not a host name"),
-            ("exa mple.com", "not a host name"),
+            ("exa mple.com", "\"mple.com\" is not an HTTP method"),
             ("example.com:0", "not a port"),
             ("example.com:http", "not a port"),
             ("[::1", "closing ']'"),

@@ -276,7 +276,7 @@ fn bad_values_name_file_key_and_problem() {
             "role = \"executor\"\n[runner.sandbox]\nallow_hosts = [\"pypi.org\", \"evil host\"]\n",
             "",
             &[],
-            format!("{}: runner.sandbox.allow_hosts[1]: \"evil host\" is not a host name, \"*.domain\" or an IP address (with an optional :port)", file("p.toml")),
+            format!("{}: runner.sandbox.allow_hosts[1]: \"evil host\": \"host\" is not an HTTP method a host may be limited to (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS)", file("p.toml")),
         ),
         (
             "role = \"executor\"\n[runner.sandbox]\nmax_file_size = \"lots\"\n",

@@ -260,6 +260,8 @@ async fn run_confined(
             store: shared.store.clone(),
             allow: Arc::new(repo.setup_allow_hosts.clone()),
             limits: crate::confine::egress::EgressLimits::default(),
+            interception: None,
+            model: None,
         }));
         let cache_objects =
             crate::executor::repos::cache_path(&shared.data_dir, &repo.name).join("objects");
