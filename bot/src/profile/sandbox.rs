@@ -4,6 +4,10 @@
 //! limits of a run. Confinement is on unless the profile says
 //! `mode = "off"` in so many words.
 
+use std::path::{Path, PathBuf};
+
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject as _;
 use serde::Deserialize;
 
 use super::field::Origins;
@@ -22,6 +26,7 @@ pub struct RawSandbox {
     pub max_file_size: Option<String>,
     pub max_open_files: Option<i64>,
     pub max_disk: Option<String>,
+    pub model_ca_file: Option<String>,
 }
 
 /// Whether workers are confined.
@@ -57,6 +62,11 @@ pub struct SandboxSettings {
     pub max_open_files: u64,
     /// What a run's directory may hold, in bytes.
     pub max_disk: u64,
+    /// `model_ca_file`: certificates (PEM) the egress proxy trusts, beside
+    /// the system's roots, when it reaches a host whose requests it reads
+    /// (a private model gateway), read at start-up.
+    pub model_ca_file: Option<PathBuf>,
+    pub model_ca: Vec<CertificateDer<'static>>,
 }
 
 impl SandboxSettings {
@@ -75,6 +85,8 @@ impl Default for SandboxSettings {
             max_file_size: 1 << 30,
             max_open_files: 1024,
             max_disk: 10 << 30,
+            model_ca_file: None,
+            model_ca: Vec::new(),
         }
     }
 }
@@ -90,6 +102,7 @@ pub(super) fn sandbox_settings(
     kind: Option<WorkerKind>,
     model_url: Option<&str>,
     origins: &Origins<'_>,
+    base: &Path,
 ) -> Result<SandboxSettings, ProfileError> {
     let defaults = SandboxSettings::default();
     let mode = match raw.mode.as_deref().map(str::trim) {
@@ -123,9 +136,20 @@ pub(super) fn sandbox_settings(
         None => Ok(default),
         Some(text) => parse_size(text).map_err(|why| origins.error(key, None, why)),
     };
+    let (model_ca_file, model_ca) = match raw.model_ca_file.as_deref().map(str::trim) {
+        None => (None, Vec::new()),
+        Some(text) => {
+            const KEY: &str = "runner.sandbox.model_ca_file";
+            let path = origins.resolve(KEY, base, text);
+            let certs = certificates(&path).map_err(|why| origins.error(KEY, None, why))?;
+            (Some(path), certs)
+        }
+    };
     Ok(SandboxSettings {
         mode,
         allow_hosts,
+        model_ca_file,
+        model_ca,
         max_processes: count(
             "runner.sandbox.max_processes",
             raw.max_processes,
@@ -151,7 +175,19 @@ pub(super) fn sandbox_settings(
     })
 }
 
-/// The model API's host for a worker kind.
+/// The certificates of the PEM file at `path`: at least one, all of them
+/// readable.
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let certs = CertificateDer::pem_slice_iter(&text)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{} is not PEM certificates: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no certificate", path.display()));
+    }
+    Ok(certs)
+}
+
 /// The model API a command reaches: the `ANTHROPIC_BASE_URL` it is passed
 /// (`names`, from `env`), if it is.
 pub(super) fn model_url<'e>(

@@ -260,7 +260,8 @@ async fn run_confined(
             store: shared.store.clone(),
             allow: Arc::new(repo.setup_allow_hosts.clone()),
             limits: crate::confine::egress::EgressLimits::default(),
-            interception: None,
+            // The setup reads hosts limited to some methods; it has no model key.
+            interception: shared.interception.clone(),
             model: None,
         }));
         let cache_objects =
