@@ -3,6 +3,7 @@
 //! answers TLS with one of them, so a fake API can stand for an HTTPS host
 //! on 127.0.0.1.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use tokio_rustls::server::TlsStream;
 pub struct TestCa {
     issuer: Issuer<'static, KeyPair>,
     pub cert: CertificateDer<'static>,
+    pem: String,
 }
 
 impl TestCa {
@@ -32,9 +34,15 @@ impl TestCa {
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
         let cert = params.self_signed(&key).unwrap();
         TestCa {
+            pem: cert.pem(),
             cert: cert.der().clone(),
             issuer: Issuer::new(params, key),
         }
+    }
+
+    /// Writes the authority's certificate (PEM) to `path`.
+    pub fn write_pem(&self, path: &Path) {
+        std::fs::write(path, &self.pem).unwrap();
     }
 
     /// A server configuration with a certificate for `names`.
