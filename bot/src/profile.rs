@@ -14,6 +14,7 @@ mod conversation;
 mod field;
 mod integrations;
 pub mod locate;
+mod model_key;
 mod ops;
 mod plugin_spec;
 mod pool;
@@ -36,6 +37,7 @@ use secrecy::SecretString;
 
 pub use conversation::{BackendKind, ConversationSettings, DigestSettings};
 pub use locate::{BUILT_IN, BuiltIn, ChosenBy, ProfilesDir};
+pub use model_key::{ModelAccess, PLACEHOLDER_KEY};
 pub use ops::{LogFormat, OpsSettings};
 pub use pool::{DEFAULT_MAX_CONNECTIONS, StoreSettings};
 pub use raw::{ENV_PREFIX, RESERVED_ENV};
@@ -273,6 +275,10 @@ pub struct RunnerSettings {
     pub hook_rules: Vec<(String, String)>,
     /// How workers are confined and what they may reach.
     pub sandbox: SandboxSettings,
+    /// The model API and key of a confined Claude Code worker, which holds
+    /// a placeholder instead (its egress proxy sets the key); `None`: no
+    /// key is set, or the worker is another kind or unconfined.
+    pub model: Option<ModelAccess>,
     /// What the pr-review worker reviews by (`review_rules`, `review_checks`).
     pub review: ReviewSettings,
 }

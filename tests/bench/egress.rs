@@ -174,6 +174,8 @@ fn main() {
                 store,
                 allow: Arc::new(allow),
                 limits: EgressLimits::default(),
+                interception: None,
+                model: None,
             });
         measure("direct", None, port).await;
         measure("through the proxy", Some(proxy.path()), port).await;

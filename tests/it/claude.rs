@@ -4,10 +4,12 @@
 //! reaches Eagle and denies an edit outside the run, an escalated request
 //! stops the worker, an ordinary session asks nobody, stream-json
 //! progress reaches the work log, cost and turns are recorded, and the
-//! session is resumed after the owner's `!approve`.
+//! session is resumed after the owner's `!approve`; confined, the worker
+//! holds only a placeholder of the model key, over TLS too.
 
 mod confined;
 mod escalations;
+mod model_key;
 mod ordinary;
 
 use std::path::{Path, PathBuf};
@@ -59,7 +61,9 @@ pub(crate) fn claude_bin() -> PathBuf {
 pub(crate) struct Seen {
     pub(crate) requests: Vec<Value>,
     sessions: Vec<String>,
-    unknown: Vec<String>,
+    pub(crate) unknown: Vec<String>,
+    /// The key each call carried (`x-api-key`, or `authorization`).
+    pub(crate) keys: Vec<String>,
     next_id: u64,
 }
 
@@ -231,6 +235,12 @@ async fn messages(State(model): State<FakeModel>, headers: HeaderMap, body: Stri
     let Ok(body) = serde_json::from_str::<Value>(&body) else {
         return (StatusCode::BAD_REQUEST, "not JSON").into_response();
     };
+    let key = ["x-api-key", "authorization"]
+        .iter()
+        .find_map(|name| headers.get(*name)?.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    model.seen.lock().unwrap().keys.push(key);
     if let Some(session) = headers
         .get("x-claude-code-session-id")
         .and_then(|v| v.to_str().ok())
@@ -269,6 +279,32 @@ async fn start_fake(outside: PathBuf) -> (String, FakeModel) {
 }
 
 pub(crate) async fn start_scripted(outside: PathBuf, script: Vec<Value>) -> (String, FakeModel) {
+    let (model, app) = fake_model(outside, script);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, model)
+}
+
+/// The scripted fake over TLS, as `https://localhost:PORT`, its
+/// certificate from `ca` (a test authority of its own).
+pub(crate) async fn start_scripted_tls(
+    outside: PathBuf,
+    script: Vec<Value>,
+    ca: &crate::support::tls::TestCa,
+) -> (String, FakeModel) {
+    let (model, app) = fake_model(outside, script);
+    let listener = crate::support::tls::TlsListener::bind(ca.server(&["localhost"])).await;
+    let url = format!("https://localhost:{}", listener.port());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, model)
+}
+
+fn fake_model(outside: PathBuf, script: Vec<Value>) -> (FakeModel, axum::Router) {
     let model = FakeModel {
         seen: Arc::default(),
         outside,
@@ -278,12 +314,7 @@ pub(crate) async fn start_scripted(outside: PathBuf, script: Vec<Value>) -> (Str
         .route("/v1/messages", axum::routing::post(messages))
         .fallback(unknown)
         .with_state(model.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (url, model)
+    (model, app)
 }
 
 /// Runs the shell in a blocking thread (the fake model answers meanwhile).

@@ -4,21 +4,28 @@
 //! refused (by IP and by name, never resolved) and recorded once with their
 //! count; a name resolving to loopback refused unless named; garbage, huge
 //! heads, silence and too many tunnels refused without harming the proxy;
-//! the socket private and gone when the proxy stops. And through `eagle
-//! shell`: a worker's proxy lives exactly as long as the worker, and what
-//! it refused shows in `!status run N`.
+//! the socket private and gone when the proxy stops. The hosts whose
+//! requests it reads: the model API (over TLS it answers with Eagle's
+//! authority, and over plain HTTP) gets the real key in place of the
+//! placeholder and only its calls, the answer streaming; a host limited to
+//! GET gets no POST; bad requests inside a read connection are refused
+//! without harm. And through `eagle shell`: a worker's proxy lives exactly
+//! as long as the worker, and what it refused shows in `!status run N`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use eagle::confine::egress::{self, AllowHosts, Egress, EgressLimits, EgressProxy};
+use eagle::confine::egress::authority::Authority;
+use eagle::confine::egress::model::{KeyHeader, ModelGate, PLACEHOLDER};
+use eagle::confine::egress::{self, AllowHosts, Egress, EgressLimits, EgressProxy, Interception};
 use eagle::profile::HostPattern;
 use eagle::store::{NewTask, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixStream};
 
+use crate::support::tls::{TestCa, TlsListener};
 use crate::support::{Db, Home, TestDb, WAIT, text, within};
 
 on_both_backends!(
@@ -28,6 +35,9 @@ on_both_backends!(
     garbage_huge_heads_silence_and_too_many_tunnels_leave_the_proxy_serving,
     the_socket_is_private_and_gone_when_the_proxy_stops,
     ever_new_names_are_folded_into_one_row,
+    the_model_api_gets_the_real_key_and_only_its_calls,
+    a_host_limited_to_some_methods_gets_only_those,
+    bad_requests_in_a_read_connection_are_refused_without_harm,
 );
 
 /// `allow_hosts` as a profile writes it.
@@ -96,12 +106,27 @@ impl World {
     }
 
     fn proxy(&self, name: &str, allow: Arc<dyn AllowHosts>, limits: EgressLimits) -> EgressProxy {
+        self.reading_proxy(name, allow, limits, None, None)
+    }
+
+    /// A proxy that reads requests: through `interception` (TLS), and
+    /// with `model`'s key.
+    fn reading_proxy(
+        &self,
+        name: &str,
+        allow: Arc<dyn AllowHosts>,
+        limits: EgressLimits,
+        interception: Option<Arc<Interception>>,
+        model: Option<Arc<ModelGate>>,
+    ) -> EgressProxy {
         let path = self.dir.path().join(name);
         egress::bind(&path, None).unwrap().serve(Egress {
             client: eagle::confine::egress::Client::Run(self.run),
             store: self.store.clone(),
             allow,
             limits,
+            interception,
+            model,
         })
     }
 
@@ -618,13 +643,586 @@ async fn a_workers_proxy_lives_with_it_and_its_refusals_show_in_status() {
 
     let out = home.run(&["shell"], "!status run 1\n");
     let (stdout, _) = text(&out);
-    assert!(
-        stdout.contains("network: refused 2 connections: "),
-        "{stdout}"
-    );
+    assert!(stdout.contains("network: refused 2 requests: "), "{stdout}");
     assert!(
         stdout.contains("1 to `evil.example:443` (last "),
         "{stdout}"
     );
     assert!(stdout.contains("1 to `127.0.0.1:5432` (last "), "{stdout}");
+    assert!(
+        stdout.contains("evil.example:443 is not in runner.sandbox.allow_hosts)"),
+        "{stdout}"
+    );
+}
+
+/// The real key of the tests: only the fake model API may ever see it.
+const REAL_KEY: &str = "sk-ant-real-key-of-the-egress-tests";
+
+/// What a fake API saw: method, target, `x-api-key`, `authorization`.
+type Seen = Arc<std::sync::Mutex<Vec<(String, String, Option<String>, Option<String>)>>>;
+
+/// A fake of the model API (and of a host a worker may GET from): the
+/// Messages API answers server-sent events, the first at once and the
+/// rest when the test says (`go`), so only a proxy that streams passes
+/// the first on in time.
+#[derive(Clone)]
+struct FakeApi {
+    seen: Seen,
+    go: Arc<tokio::sync::Notify>,
+}
+
+/// An answer body fed by a channel: what the handler sends, when it sends it.
+struct ChannelBody(tokio::sync::mpsc::Receiver<hyper::body::Bytes>);
+
+impl hyper::body::Body for ChannelBody {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|c| Ok(hyper::body::Frame::data(c))))
+    }
+}
+
+impl FakeApi {
+    fn new() -> FakeApi {
+        FakeApi {
+            seen: Arc::default(),
+            go: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    fn app(&self) -> axum::Router {
+        async fn any(
+            axum::extract::State(api): axum::extract::State<FakeApi>,
+            request: axum::extract::Request,
+        ) -> axum::response::Response {
+            // (In a block: a borrow of the request held across an await
+            // would make the handler's future not Send.)
+            let seen = {
+                let header = |name: &str| {
+                    request
+                        .headers()
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .map(String::from)
+                };
+                let target = request
+                    .uri()
+                    .path_and_query()
+                    .map_or("/".to_string(), |pq| pq.to_string());
+                (
+                    request.method().to_string(),
+                    target,
+                    header("x-api-key"),
+                    header("authorization"),
+                )
+            };
+            api.seen.lock().unwrap().push(seen);
+            let path = request.uri().path().to_string();
+            let body = axum::body::to_bytes(request.into_body(), 1 << 20)
+                .await
+                .unwrap_or_default();
+            match path.as_str() {
+                "/v1/messages" if body.starts_with(b"hold") => {
+                    let (tx, rx) = tokio::sync::mpsc::channel(4);
+                    let go = Arc::clone(&api.go);
+                    tokio::spawn(async move {
+                        let _ = tx.send("event: message_start\ndata: {}\n\n".into()).await;
+                        go.notified().await;
+                        let _ = tx.send("event: message_stop\ndata: {}\n\n".into()).await;
+                    });
+                    axum::response::Response::builder()
+                        .header("content-type", "text/event-stream")
+                        .body(axum::body::Body::new(ChannelBody(rx)))
+                        .unwrap()
+                }
+                "/v1/messages" => "event: message_stop\ndata: {}\n\n".into_response_text(),
+                "/v1/messages/count_tokens" => "{\"input_tokens\":3}".into_response_text(),
+                "/" => "hello".into_response_text(),
+                _ => axum::response::Response::builder()
+                    .status(404)
+                    .body(axum::body::Body::from("no such call"))
+                    .unwrap(),
+            }
+        }
+        axum::Router::new().fallback(any).with_state(self.clone())
+    }
+
+    /// Serves the fake over TLS with a certificate for `localhost` from
+    /// `ca`; returns its port.
+    async fn serve_tls(&self, ca: &TestCa) -> u16 {
+        let listener = TlsListener::bind(ca.server(&["localhost"])).await;
+        let port = listener.port();
+        let app = self.app();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        port
+    }
+
+    /// Serves the fake over plain HTTP; returns its port.
+    async fn serve_plain(&self) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let app = self.app();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        port
+    }
+
+    fn seen(&self) -> Vec<(String, String, Option<String>, Option<String>)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+trait IntoResponseText {
+    fn into_response_text(self) -> axum::response::Response;
+}
+
+impl IntoResponseText for &str {
+    fn into_response_text(self) -> axum::response::Response {
+        axum::response::Response::new(axum::body::Body::from(self.to_string()))
+    }
+}
+
+/// An HTTP/1.1 client over a connection through the proxy.
+type Client = hyper::client::conn::http1::SendRequest<http_body_util::Full<hyper::body::Bytes>>;
+
+/// A client of `target` through the proxy at `path`: a CONNECT tunnel in
+/// which TLS is spoken, trusting only `root` (Eagle's authority).
+async fn tls_client(
+    path: &Path,
+    target: &str,
+    root: &rustls::pki_types::CertificateDer<'static>,
+) -> Client {
+    let (status, head, stream) = ask(path, &connect(target)).await;
+    assert_eq!(status, 200, "{head}");
+    let name = target.rsplit_once(':').unwrap().0.to_string();
+    let tls = tokio_rustls::TlsConnector::from(TestCa::client(&[root]))
+        .connect(
+            rustls::pki_types::ServerName::try_from(name).unwrap(),
+            stream,
+        )
+        .await
+        .expect("the proxy answers TLS with a certificate of Eagle's authority");
+    http_client(tls).await
+}
+
+async fn http_client<IO>(io: IO) -> Client
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    sender
+}
+
+/// Sends a request; returns the status and the whole body.
+async fn call(client: &mut Client, request: http::Request<String>) -> (u16, String) {
+    use http_body_util::BodyExt as _;
+    let request = request.map(|b| http_body_util::Full::new(hyper::body::Bytes::from(b)));
+    let answered = within(WAIT, "an answer", async {
+        client.ready().await?;
+        let response = client.send_request(request).await?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok::<_, hyper::Error>((status, String::from_utf8_lossy(&body).into_owned()))
+    })
+    .await;
+    answered.unwrap_or_else(|e| (0, e.to_string()))
+}
+
+fn post(target: &str, key: &[(&str, &str)], body: &str) -> http::Request<String> {
+    let mut request = http::Request::post(target).header("host", "ignored.example");
+    for (name, value) in key {
+        request = request.header(*name, *value);
+    }
+    request.body(body.to_string()).unwrap()
+}
+
+fn gate(base: &str, header: KeyHeader) -> Arc<ModelGate> {
+    Arc::new(
+        ModelGate::new(
+            &url::Url::parse(base).unwrap(),
+            eagle::executor::runner::CLAUDE_CALLS,
+            header,
+            &secrecy::SecretString::from(REAL_KEY),
+        )
+        .unwrap(),
+    )
+}
+
+/// Eagle's authority (made for the test), and the proxy's TLS trusting
+/// the test's authority as a `model_ca_file` would.
+fn interception(model_ca: &TestCa) -> Arc<Interception> {
+    Arc::new(Interception {
+        authority: Arc::new(Authority::ephemeral().unwrap()),
+        upstream: egress::upstream::client_config(std::slice::from_ref(&model_ca.cert)).unwrap(),
+    })
+}
+
+async fn the_model_api_gets_the_real_key_and_only_its_calls(db: Db) {
+    let world = World::new(db).await;
+    let ca = TestCa::new();
+    let api = FakeApi::new();
+    let port = api.serve_tls(&ca).await;
+    let through = interception(&ca);
+    let root = through.authority.cert_der().clone();
+    let target = format!("localhost:{port}");
+    let proxy = world.reading_proxy(
+        "p",
+        hosts(&[&target]),
+        EgressLimits::default(),
+        Some(Arc::clone(&through)),
+        Some(gate(
+            &format!("https://localhost:{port}"),
+            KeyHeader::ApiKey,
+        )),
+    );
+    let placeholder = [("x-api-key", PLACEHOLDER)];
+
+    // The worker's call, with the placeholder: the model API gets the real
+    // key, the answer streams (its first event arrives before the rest is
+    // sent), and the connection carries the next call too.
+    let mut client = tls_client(proxy.path(), &target, &root).await;
+    {
+        use http_body_util::BodyExt as _;
+        client.ready().await.unwrap();
+        let request = post("/v1/messages?beta=true", &placeholder, "hold")
+            .map(|b| http_body_util::Full::new(hyper::body::Bytes::from(b)));
+        let response = within(WAIT, "the answer's head", client.send_request(request))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let mut body = response.into_body();
+        let first = within(WAIT, "the first event, streamed", body.frame())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(first.data_ref().unwrap()).contains("message_start"),
+            "{first:?}"
+        );
+        api.go.notify_one();
+        let rest = within(WAIT, "the rest", body.collect())
+            .await
+            .unwrap()
+            .to_bytes();
+        assert!(String::from_utf8_lossy(&rest).contains("message_stop"));
+    }
+    let bearer = format!("Bearer {PLACEHOLDER}");
+    assert_eq!(
+        call(
+            &mut client,
+            post(
+                "/v1/messages/count_tokens?beta=true",
+                &[("authorization", &bearer)],
+                "{}"
+            )
+        )
+        .await,
+        (200, "{\"input_tokens\":3}".to_string())
+    );
+    // Another path, another key: refused with the reason, never sent.
+    let (status, body) = call(&mut client, post("/v1/files", &placeholder, "the checkout")).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("POST /v1/files is not a call of the model API Eagle forwards"),
+        "{body}"
+    );
+    let mut client = tls_client(proxy.path(), &target, &root).await;
+    let (status, body) = call(
+        &mut client,
+        post(
+            "/v1/messages",
+            &[("x-api-key", "sk-ant-attackers-own")],
+            "{}",
+        ),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("carries a key other than the placeholder"),
+        "{body}"
+    );
+    assert!(!body.contains("sk-ant-attackers-own") && !body.contains(REAL_KEY));
+    let mut client = tls_client(proxy.path(), &target, &root).await;
+    let (status, body) = call(&mut client, post("/v1/messages", &[], "{}")).await;
+    assert_eq!(status, 403, "{body}");
+    let mut client = tls_client(proxy.path(), &target, &root).await;
+    let (status, _) = call(
+        &mut client,
+        http::Request::get("/v1/models")
+            .header("x-api-key", PLACEHOLDER)
+            .body(String::new())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 403);
+    assert_eq!(
+        api.seen(),
+        vec![
+            (
+                "POST".into(),
+                "/v1/messages?beta=true".into(),
+                Some(REAL_KEY.into()),
+                None
+            ),
+            (
+                "POST".into(),
+                "/v1/messages/count_tokens?beta=true".into(),
+                Some(REAL_KEY.into()),
+                None
+            ),
+        ]
+    );
+    // A client that trusts only the system's roots does not take Eagle's
+    // certificate: the worker must be told to trust it.
+    let (status, _, stream) = ask(proxy.path(), &connect(&target)).await;
+    assert_eq!(status, 200);
+    let refused = tokio_rustls::TlsConnector::from(TestCa::client(&[&ca.cert]))
+        .connect(
+            rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+            stream,
+        )
+        .await;
+    assert!(refused.is_err());
+    proxy.stop().await;
+    assert_eq!(
+        world.refusals().await,
+        vec![("localhost".to_string(), i64::from(port), 4)]
+    );
+
+    // A model API on plain HTTP (a local server): the same rule for
+    // requests by absolute URI, the key sent as a bearer token if that is
+    // how Eagle holds it.
+    let plain = FakeApi::new();
+    let plain_port = plain.serve_plain().await;
+    let base = format!("http://127.0.0.1:{plain_port}");
+    let proxy = world.reading_proxy(
+        "q",
+        hosts(&[&format!("127.0.0.1:{plain_port}")]),
+        EgressLimits::default(),
+        None,
+        Some(gate(&base, KeyHeader::Bearer)),
+    );
+    let stream = UnixStream::connect(proxy.path()).await.unwrap();
+    let mut client = http_client(stream).await;
+    assert_eq!(
+        call(
+            &mut client,
+            post(&format!("{base}/v1/messages"), &placeholder, "{}")
+        )
+        .await
+        .0,
+        200
+    );
+    let (status, body) = call(
+        &mut client,
+        post(&format!("{base}/v1/files"), &placeholder, "{}"),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    // Elsewhere on the same connection: not this connection's host.
+    let stream = UnixStream::connect(proxy.path()).await.unwrap();
+    let mut client = http_client(stream).await;
+    assert_eq!(
+        call(
+            &mut client,
+            post(&format!("{base}/v1/messages"), &placeholder, "{}")
+        )
+        .await
+        .0,
+        200
+    );
+    let (status, body) = call(
+        &mut client,
+        post("http://127.0.0.2:9/v1/messages", &placeholder, "{}"),
+    )
+    .await;
+    assert_eq!(status, 421, "{body}");
+    proxy.stop().await;
+    let bearer = format!("Bearer {REAL_KEY}");
+    assert_eq!(
+        plain.seen(),
+        vec![
+            (
+                "POST".into(),
+                "/v1/messages".into(),
+                None,
+                Some(bearer.clone())
+            ),
+            ("POST".into(), "/v1/messages".into(), None, Some(bearer)),
+        ]
+    );
+}
+
+async fn a_host_limited_to_some_methods_gets_only_those(db: Db) {
+    let world = World::new(db).await;
+    let ca = TestCa::new();
+    let api = FakeApi::new();
+    let tls_port = api.serve_tls(&ca).await;
+    let plain_port = api.serve_plain().await;
+    let through = interception(&ca);
+    let root = through.authority.cert_der().clone();
+    let allow = hosts(&[
+        &format!("localhost:{tls_port} GET HEAD"),
+        &format!("127.0.0.1:{plain_port} GET"),
+    ]);
+    let proxy = world.reading_proxy(
+        "p",
+        Arc::clone(&allow) as Arc<dyn AllowHosts>,
+        EgressLimits::default(),
+        Some(through),
+        None,
+    );
+    // Through TLS: GET reaches the host, POST does not.
+    let target = format!("localhost:{tls_port}");
+    let mut client = tls_client(proxy.path(), &target, &root).await;
+    let get = || http::Request::get("/").body(String::new()).unwrap();
+    assert_eq!(call(&mut client, get()).await, (200, "hello".to_string()));
+    let (status, body) = call(&mut client, post("/upload", &[], "the checkout")).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains(&format!("POST is not allowed to localhost:{tls_port}: runner.sandbox.allow_hosts allows it GET HEAD only")),
+        "{body}"
+    );
+    // Plain HTTP, by absolute URI: the same.
+    let base = format!("http://127.0.0.1:{plain_port}");
+    let (status, body) = ask_all(
+        proxy.path(),
+        format!("POST {base}/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\n\r\nabc")
+            .as_bytes(),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = ask_all(
+        proxy.path(),
+        format!("GET {base}/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.ends_with("hello"), "{body}");
+    proxy.stop().await;
+    let seen: Vec<(String, String)> = api.seen().into_iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(
+        seen,
+        vec![("GET".into(), "/".into()), ("GET".into(), "/".into())]
+    );
+    let mut refusals = world.refusals().await;
+    refusals.sort();
+    assert_eq!(
+        refusals,
+        vec![
+            ("127.0.0.1".to_string(), i64::from(plain_port), 1),
+            ("localhost".to_string(), i64::from(tls_port), 1),
+        ]
+    );
+
+    // A proxy that cannot read TLS refuses the tunnel rather than let
+    // every method through.
+    let blind = world.proxy("q", allow, EgressLimits::default());
+    let (status, body) = ask_all(blind.path(), &connect(&target)).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("cannot read TLS"), "{body}");
+    blind.stop().await;
+}
+
+async fn bad_requests_in_a_read_connection_are_refused_without_harm(db: Db) {
+    let world = World::new(db).await;
+    let ca = TestCa::new();
+    let api = FakeApi::new();
+    let port = api.serve_tls(&ca).await;
+    let through = interception(&ca);
+    let root = through.authority.cert_der().clone();
+    let target = format!("localhost:{port}");
+    let limits = EgressLimits {
+        max_head_bytes: 4096,
+        ..EgressLimits::default()
+    };
+    let proxy = world.reading_proxy(
+        "p",
+        hosts(&[&target]),
+        limits,
+        Some(Arc::clone(&through)),
+        Some(gate(
+            &format!("https://localhost:{port}"),
+            KeyHeader::ApiKey,
+        )),
+    );
+    /// Opens TLS through the proxy and sends `bytes`; returns what came back.
+    async fn raw(
+        path: &Path,
+        target: &str,
+        root: &rustls::pki_types::CertificateDer<'static>,
+        bytes: Vec<u8>,
+        close: bool,
+    ) -> String {
+        let (status, _, stream) = ask(path, &connect(target)).await;
+        assert_eq!(status, 200);
+        let mut tls = tokio_rustls::TlsConnector::from(TestCa::client(&[root]))
+            .connect(
+                rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+                stream,
+            )
+            .await
+            .unwrap();
+        let _ = tls.write_all(&bytes).await;
+        if close {
+            // Hangs up in the middle of its request.
+            return String::new();
+        }
+        let mut back = Vec::new();
+        let _ = within(WAIT, "the proxy's answer", tls.read_to_end(&mut back)).await;
+        String::from_utf8_lossy(&back).into_owned()
+    }
+    let huge = format!(
+        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\n\r\n",
+        "a".repeat(8192)
+    );
+    for (bytes, close, says) in [
+        (b"\x00\x01garbage\r\n\r\n".to_vec(), false, "400"),
+        (b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n".to_vec(), false, "400"),
+        (huge.into_bytes(), false, "431"),
+        (format!("POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {PLACEHOLDER}\r\nContent-Length: 100\r\n\r\n{{\"half").into_bytes(), true, ""),
+    ] {
+        let back = raw(proxy.path(), &target, &root, bytes, close).await;
+        assert!(close || back.starts_with(&format!("HTTP/1.1 {says} ")), "{back}");
+    }
+    // TLS that is not TLS.
+    let (status, _, mut stream) = ask(proxy.path(), &connect(&target)).await;
+    assert_eq!(status, 200);
+    stream
+        .write_all(b"\x16\x03\x01\x00\x05hello")
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = within(
+        WAIT,
+        "the end of a bad handshake",
+        stream.read_to_end(&mut rest),
+    )
+    .await;
+    // Still serving the model API.
+    let mut client = tls_client(proxy.path(), &target, &root).await;
+    assert_eq!(
+        call(
+            &mut client,
+            post("/v1/messages", &[("x-api-key", PLACEHOLDER)], "{}")
+        )
+        .await
+        .0,
+        200
+    );
+    proxy.stop().await;
+    assert!(api.seen().iter().all(|s| s.2.as_deref() == Some(REAL_KEY)));
 }

@@ -158,7 +158,7 @@ fn files_at(bare: &Path, branch: &str) -> String {
 }
 
 /// Every regular file under `dir` that holds `needle`.
-fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+pub(crate) fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

@@ -1,11 +1,13 @@
 //! Shared test helpers: scratch directories, the `eagle` binary,
 //! throw-away PostgreSQL schemas, and servers for real git remotes
-//! ([`git_http`]) and package downloads ([`package_index`]).
+//! ([`git_http`]) and package downloads ([`package_index`]), and TLS for
+//! fakes standing for HTTPS hosts ([`tls`]).
 
 mod child;
 pub mod git_http;
 pub mod package_index;
 mod plugin_cache;
+pub mod tls;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -155,6 +155,14 @@ pub fn show_profile(profile: &Profile, env: &BTreeMap<String, String>) -> String
             sandbox.max_open_files,
             sandbox.max_disk >> 20,
         );
+        if let Some(model) = &profile.executor.runner.model {
+            let _ = writeln!(
+                out,
+                "model key:     {} kept by Eagle; workers hold a placeholder, their proxy sets the key for {}",
+                model.name,
+                model.url.as_str().trim_end_matches('/')
+            );
+        }
     }
     for (i, plugin) in profile.eagle.policy.plugins.iter().enumerate() {
         let _ = writeln!(

@@ -7,6 +7,12 @@
 //!
 //! It speaks `CONNECT host:port` (TLS goes through the tunnel: the proxy
 //! never sees plaintext) and plain HTTP by absolute URI (`GET http://…`).
+//! Two kinds of destination have their requests read instead
+//! ([`inspect`]): the model API, whose key only the proxy holds (the
+//! worker has a placeholder; [`model`]), and hosts the allow list limits
+//! to some methods (`pypi.org:443 GET`). Through a tunnel to them the
+//! proxy answers TLS itself, with a certificate of Eagle's own authority
+//! ([`authority`]) that the worker is told to trust.
 //! A destination is reached only when the allow list lets it through
 //! ([`AllowHosts`], the profile's `runner.sandbox.allow_hosts`); names are
 //! resolved here, and a name resolving to an address that is not public
@@ -20,12 +26,20 @@
 //! * [`head`]: reading and parsing a request head, within its limits.
 //! * [`address`]: which addresses are public; resolving names once.
 //! * [`tunnel`]: relaying bytes both ways, with an idle timeout.
+//! * [`inspect`]: reading requests one by one, and judging each.
+//! * [`model`]: the model API's calls and key.
+//! * [`authority`]: Eagle's certificate authority and the hosts' certificates.
+//! * [`upstream`]: the proxy's own TLS toward a host whose requests it reads.
 //! * [`refusals`]: coalescing refusals and writing them to the store.
 
 pub mod address;
+pub mod authority;
 pub mod head;
+mod inspect;
+pub mod model;
 mod refusals;
 pub mod tunnel;
+pub mod upstream;
 
 pub use refusals::MAX_DESTINATIONS;
 
@@ -44,6 +58,8 @@ use crate::ground::host::UnixUser;
 use crate::ground::host_pattern::HostPattern;
 use crate::store::Store;
 use head::{HeadError, Host, Target};
+use inspect::{Dest, Rule};
+use model::ModelGate;
 use refusals::Refusals;
 
 /// Connections past the limit answered at once, at most (the rest are
@@ -61,6 +77,11 @@ pub trait AllowHosts: Send + Sync {
     /// Whether a pattern names exactly this host and port (no wildcard):
     /// only such a host may resolve to an address that is not public.
     fn names(&self, host: &str, port: u16) -> bool;
+    /// The methods `host:port` is limited to, when every pattern that
+    /// allows it limits them (`None`: any method, its traffic not read).
+    fn methods(&self, _host: &str, _port: u16) -> Option<Vec<&'static str>> {
+        None
+    }
 }
 
 /// The profile's `allow_hosts`: a host is named exactly by a pattern
@@ -75,6 +96,29 @@ impl AllowHosts for Vec<HostPattern> {
         self.iter()
             .any(|p| !p.host.starts_with("*.") && p.matches(host, port))
     }
+
+    fn methods(&self, host: &str, port: u16) -> Option<Vec<&'static str>> {
+        let mut union = Vec::new();
+        for pattern in self.iter().filter(|p| p.matches(host, port)) {
+            union.extend(pattern.methods.as_ref()?);
+        }
+        union.sort_by_key(|m| {
+            crate::ground::host_pattern::METHODS
+                .iter()
+                .position(|k| k == m)
+        });
+        union.dedup();
+        (!union.is_empty()).then_some(union)
+    }
+}
+
+/// What lets a proxy read requests sent through TLS: Eagle's certificate
+/// authority (for the worker's side) and the proxy's own TLS toward the
+/// host. One per process, shared by every proxy.
+#[derive(Debug)]
+pub struct Interception {
+    pub authority: Arc<authority::Authority>,
+    pub upstream: Arc<rustls::ClientConfig>,
 }
 
 /// The proxy's limits (per attempt).
@@ -132,6 +176,12 @@ pub struct Egress {
     pub store: Store,
     pub allow: Arc<dyn AllowHosts>,
     pub limits: EgressLimits,
+    /// How it reads TLS; `None`: it does not (a host limited to some
+    /// methods is refused through a tunnel).
+    pub interception: Option<Arc<Interception>>,
+    /// The model API whose key the proxy sets, if the worker holds a
+    /// placeholder.
+    pub model: Option<Arc<ModelGate>>,
 }
 
 /// The proxy's socket, bound (so a worker started now finds it) but not
@@ -199,6 +249,8 @@ impl EgressListener {
             refusing: Arc::new(Semaphore::new(REFUSING)),
             limits: egress.limits,
             refusals: Refusals::new(egress.client, egress.store),
+            interception: egress.interception,
+            model: egress.model,
         });
         let task = tokio::spawn(serve(listener, ctx, stop.clone()));
         EgressProxy {
@@ -251,6 +303,22 @@ struct Ctx {
     /// Connections past `slots` being answered `503`.
     refusing: Arc<Semaphore>,
     refusals: Refusals,
+    interception: Option<Arc<Interception>>,
+    model: Option<Arc<ModelGate>>,
+}
+
+impl Ctx {
+    /// How the requests to an allowed `host:port` are read, if they are.
+    fn rule(&self, host: &Host, port: u16) -> Option<Rule<'_>> {
+        if let Some(gate) = self.model.as_deref()
+            && gate.is(host, port)
+        {
+            return Some(Rule::Model(gate));
+        }
+        self.allow
+            .methods(&host.to_string(), port)
+            .map(Rule::Methods)
+    }
 }
 
 async fn serve(listener: UnixListener, ctx: Arc<Ctx>, stop: CancellationToken) {
@@ -335,21 +403,22 @@ async fn handle(mut stream: UnixStream, ctx: &Ctx) {
         Err(error) => return refuse_head(&mut stream, &error).await,
     };
     let (host, port) = (target.host().clone(), target.port());
-    let upstream = match admit(ctx, &host, port).await {
-        Ok(addrs) => connect(&addrs, &host, port, limits.connect_timeout).await,
-        Err(refusal) => Err(refusal),
+    let addrs = match admit(ctx, &host, port).await {
+        Ok(addrs) => addrs,
+        Err(refusal) => return refuse(ctx, &mut stream, &host, port, refusal).await,
     };
-    let upstream = match upstream {
-        Ok(upstream) => upstream,
-        Err(Refusal::Refused(reason)) => {
-            if ctx.refusals.note(&host.to_string(), port, &reason) {
-                tracing::warn!(client = %ctx.client, host = %host, port, %reason, "egress: refused");
+    if let Some(rule) = ctx.rule(&host, port) {
+        let dest = Dest { host, port, addrs };
+        return match target {
+            Target::Connect { .. } => {
+                inspect::tunnel(ctx, stream, bytes[len..].to_vec(), dest, rule).await
             }
-            return answer(&mut stream, 403, "Forbidden", &reason).await;
-        }
-        Err(Refusal::Failed(status, phrase, reason)) => {
-            return answer(&mut stream, status, phrase, &reason).await;
-        }
+            Target::Forward { .. } => inspect::plain(ctx, stream, bytes, dest, rule).await,
+        };
+    }
+    let upstream = match connect(&addrs, &host, port, limits.connect_timeout).await {
+        Ok(upstream) => upstream,
+        Err(refusal) => return refuse(ctx, &mut stream, &host, port, refusal).await,
     };
     let _ = upstream.set_nodelay(true);
     let rest = &bytes[len..];
@@ -443,6 +512,24 @@ async fn connect(
     }
 }
 
+/// Answers a destination not reached; a refusal is recorded too.
+async fn refuse(ctx: &Ctx, stream: &mut UnixStream, host: &Host, port: u16, refusal: Refusal) {
+    match refusal {
+        Refusal::Refused(reason) => {
+            note_refusal(ctx, host, port, &reason);
+            answer(stream, 403, "Forbidden", &reason).await;
+        }
+        Refusal::Failed(status, phrase, reason) => answer(stream, status, phrase, &reason).await,
+    }
+}
+
+/// Records a refusal (and logs the first for its destination).
+fn note_refusal(ctx: &Ctx, host: &Host, port: u16, reason: &str) {
+    if ctx.refusals.note(&host.to_string(), port, reason) {
+        tracing::warn!(client = %ctx.client, host = %host, port, %reason, "egress: refused");
+    }
+}
+
 async fn refuse_head(stream: &mut UnixStream, error: &HeadError) {
     let (status, phrase) = error.status();
     answer(stream, status, phrase, &error.to_string()).await;
@@ -491,5 +578,27 @@ mod tests {
         assert!(!list.allows("127.0.0.1", 4011));
         assert!(list.names("registry.corp", 5000));
         assert!(!list.allows("evil.example", 443));
+    }
+
+    #[test]
+    fn a_host_is_limited_only_when_every_pattern_allowing_it_limits_it() {
+        let list: Vec<HostPattern> = [
+            "pypi.org:443 GET",
+            "*.pypi.org HEAD",
+            "files.pypi.org:443 GET",
+            "crates.io",
+            "crates.io:443 GET",
+        ]
+        .iter()
+        .map(|t| HostPattern::parse(t).unwrap())
+        .collect();
+        assert_eq!(list.methods("pypi.org", 443), Some(vec!["GET"]));
+        assert_eq!(
+            list.methods("files.pypi.org", 443),
+            Some(vec!["GET", "HEAD"])
+        );
+        assert_eq!(list.methods("files.pypi.org", 80), Some(vec!["HEAD"]));
+        assert_eq!(list.methods("crates.io", 443), None);
+        assert_eq!(list.methods("elsewhere.example", 443), None);
     }
 }

@@ -21,6 +21,7 @@ mod attempt;
 mod checks;
 mod effects;
 pub mod hook;
+mod interception;
 pub mod output;
 pub mod prompts;
 pub mod review;
@@ -30,6 +31,7 @@ mod spawn;
 mod supervise;
 
 pub use checks::{Severity, checks, sandbox_check};
+pub use interception::CLAUDE_CALLS;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -79,6 +81,12 @@ pub struct Shared {
     pub active: watch::Sender<usize>,
     /// How workers are confined; `None`: unconfined (`[runner.sandbox] mode = "off"`).
     pub sandbox: Option<crate::confine::sandbox::Confinement>,
+    /// How confined workers' egress proxies read TLS (Eagle's authority,
+    /// their own TLS); `None` when workers run unconfined.
+    pub interception: Option<Arc<crate::confine::egress::Interception>>,
+    /// The model API whose key the proxies set: the workers hold a
+    /// placeholder ([`RunnerSettings::model`]).
+    pub model: Option<Arc<crate::confine::egress::model::ModelGate>>,
     /// The executor's profile: what its repositories are announced under.
     pub profile_name: String,
     /// `[github]`'s credential, for Eagle's git over HTTPS.
@@ -255,6 +263,17 @@ impl Runner {
             );
         }
         let sandbox = confinement(profile, &exe, worker_user.as_ref())?;
+        let (interception, model) = match &sandbox {
+            None => (None, None),
+            Some(_) => {
+                let (interception, model) =
+                    interception::of(&profile.executor.runner, command.kind, &profile.data_dir)
+                        .with_context(|| {
+                            format!("profile {}: the egress proxy's TLS", profile.name)
+                        })?;
+                (Some(interception), model)
+            }
+        };
         // Eagle's git over HTTPS uses [github]'s credential (a token, or the
         // App's installation token for the repository).
         let github_token = match &profile.github {
@@ -276,6 +295,8 @@ impl Runner {
         };
         let shared = Shared {
             sandbox,
+            interception,
+            model,
             store,
             settings: profile.executor.runner.clone(),
             command,

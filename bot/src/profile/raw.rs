@@ -97,6 +97,7 @@ const ENV_KEYS: &[&str] = &[
     "runner.sandbox.max_open_files",
     "runner.sandbox.max_disk",
     "runner.sandbox.read_only",
+    "runner.sandbox.model_ca_file",
     "decisions.reminder_after",
     "decisions.approval_ttl",
     "analyzer.command",

@@ -4,6 +4,10 @@
 //! limits of a run. Confinement is on unless the profile says
 //! `mode = "off"` in so many words.
 
+use std::path::{Path, PathBuf};
+
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject as _;
 use serde::Deserialize;
 
 use super::field::Origins;
@@ -23,6 +27,7 @@ pub struct RawSandbox {
     pub max_open_files: Option<i64>,
     pub max_disk: Option<String>,
     pub read_only: Option<Vec<String>>,
+    pub model_ca_file: Option<String>,
 }
 
 /// Whether workers are confined.
@@ -61,6 +66,11 @@ pub struct SandboxSettings {
     /// Shown read-only in every worker's view besides the system (a
     /// toolchain under `/opt`, say).
     pub read_only: Vec<std::path::PathBuf>,
+    /// `model_ca_file`: certificates (PEM) the egress proxy trusts, beside
+    /// the system's roots, when it reaches a host whose requests it reads
+    /// (a private model gateway), read at start-up.
+    pub model_ca_file: Option<PathBuf>,
+    pub model_ca: Vec<CertificateDer<'static>>,
 }
 
 impl SandboxSettings {
@@ -80,6 +90,8 @@ impl Default for SandboxSettings {
             max_open_files: 1024,
             max_disk: 10 << 30,
             read_only: Vec::new(),
+            model_ca_file: None,
+            model_ca: Vec::new(),
         }
     }
 }
@@ -95,6 +107,7 @@ pub(super) fn sandbox_settings(
     kind: Option<WorkerKind>,
     model_url: Option<&str>,
     origins: &Origins<'_>,
+    base: &Path,
 ) -> Result<SandboxSettings, ProfileError> {
     let defaults = SandboxSettings::default();
     let mode = match raw.mode.as_deref().map(str::trim) {
@@ -143,10 +156,21 @@ pub(super) fn sandbox_settings(
         }
         read_only.push(path.to_path_buf());
     }
+    let (model_ca_file, model_ca) = match raw.model_ca_file.as_deref().map(str::trim) {
+        None => (None, Vec::new()),
+        Some(text) => {
+            const KEY: &str = "runner.sandbox.model_ca_file";
+            let path = origins.resolve(KEY, base, text);
+            let certs = certificates(&path).map_err(|why| origins.error(KEY, None, why))?;
+            (Some(path), certs)
+        }
+    };
     Ok(SandboxSettings {
         mode,
         allow_hosts,
         read_only,
+        model_ca_file,
+        model_ca,
         max_processes: count(
             "runner.sandbox.max_processes",
             raw.max_processes,
@@ -172,7 +196,19 @@ pub(super) fn sandbox_settings(
     })
 }
 
-/// The model API's host for a worker kind.
+/// The certificates of the PEM file at `path`: at least one, all of them
+/// readable.
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let certs = CertificateDer::pem_slice_iter(&text)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{} is not PEM certificates: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no certificate", path.display()));
+    }
+    Ok(certs)
+}
+
 /// The model API a command reaches: the `ANTHROPIC_BASE_URL` it is passed
 /// (`names`, from `env`), if it is.
 pub(super) fn model_url<'e>(
@@ -213,18 +249,14 @@ fn default_hosts(kind: Option<WorkerKind>, model_url: Option<&str>) -> Vec<HostP
     }
     let from_env = model_url.and_then(|url| {
         let url = reqwest::Url::parse(url).ok()?;
-        Some(HostPattern {
-            host: url
-                .host_str()?
+        Some(HostPattern::new(
+            url.host_str()?
                 .trim_matches(['[', ']'])
                 .to_ascii_lowercase(),
-            port: url.port_or_known_default(),
-        })
+            url.port_or_known_default(),
+        ))
     });
-    vec![from_env.unwrap_or(HostPattern {
-        host: CLAUDE_API_HOST.into(),
-        port: Some(443),
-    })]
+    vec![from_env.unwrap_or(HostPattern::new(CLAUDE_API_HOST, Some(443)))]
 }
 
 /// `1048576`, `"512KiB"`, `"100M"`, `"2GiB"` (binary units either way).
@@ -284,7 +316,7 @@ mod tests {
     fn bad_host_patterns_say_what_is_wrong() {
         for (text, says) in [
             ("", "not a host name"),
-            ("exa mple.com", "not a host name"),
+            ("exa mple.com", "\"mple.com\" is not an HTTP method"),
             ("example.com:0", "not a port"),
             ("example.com:http", "not a port"),
             ("[::1", "closing ']'"),

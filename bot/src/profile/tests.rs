@@ -282,7 +282,7 @@ fn bad_values_name_file_key_and_problem() {
             "role = \"executor\"\n[runner.sandbox]\nallow_hosts = [\"pypi.org\", \"evil host\"]\n",
             "",
             &[],
-            format!("{}: runner.sandbox.allow_hosts[1]: \"evil host\" is not a host name, \"*.domain\" or an IP address (with an optional :port)", file("p.toml")),
+            format!("{}: runner.sandbox.allow_hosts[1]: \"evil host\": \"host\" is not an HTTP method a host may be limited to (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS)", file("p.toml")),
         ),
         (
             "role = \"executor\"\n[runner.sandbox]\nmax_file_size = \"lots\"\n",
@@ -542,5 +542,98 @@ fn the_pool_size_comes_from_the_file_and_the_environment() {
             "{}: store.max_connections: 1 is outside 2..=64 (one connection starves the loops that share it)",
             dir.path().join("r.toml").display()
         )
+    );
+}
+
+#[test]
+fn a_confined_claude_worker_holds_a_placeholder_of_the_model_key() {
+    use secrecy::ExposeSecret as _;
+    let dir = Dir::new();
+    dir.write(
+        "p.toml",
+        "role = \"executor\"\n[runner]\nworker_command = \"claude -p {prompt}\"\nworker_env = [\"ANTHROPIC_BASE_URL\"]\n",
+    );
+    let env = [
+        ("ANTHROPIC_BASE_URL", "https://gateway.corp/anthropic"),
+        ("ANTHROPIC_API_KEY", "sk-real"),
+    ];
+    let profile = dir.load("p", &env).unwrap();
+    let runner = &profile.executor.runner;
+    let model = runner.model.as_ref().expect("the key is Eagle's");
+    assert_eq!(model.name, "ANTHROPIC_API_KEY");
+    assert_eq!(model.key.expose_secret(), "sk-real");
+    assert_eq!(model.url.as_str(), "https://gateway.corp/anthropic");
+    let values: Vec<(&str, &str)> = runner
+        .worker_env
+        .values()
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.expose_secret()))
+        .collect();
+    assert_eq!(
+        values,
+        [
+            ("ANTHROPIC_BASE_URL", "https://gateway.corp/anthropic"),
+            ("ANTHROPIC_API_KEY", PLACEHOLDER_KEY),
+        ]
+    );
+    assert!(!format!("{profile:?}").contains("sk-real"));
+    // Unconfined, nothing stands between the worker and the network: it
+    // gets what worker_env gives it, as before, and Eagle keeps nothing.
+    let off = dir
+        .load(
+            "p",
+            &[
+                ("ANTHROPIC_API_KEY", "sk-real"),
+                ("EAGLE_RUNNER__SANDBOX__MODE", "off"),
+                ("EAGLE_RUNNER__WORKER_ENV", "ANTHROPIC_API_KEY"),
+            ],
+        )
+        .unwrap();
+    assert!(off.executor.runner.model.is_none());
+    assert_eq!(
+        off.executor.runner.worker_env.values()[0].1.expose_secret(),
+        "sk-real"
+    );
+    // Another kind of worker: no model API Eagle knows.
+    dir.write(
+        "g.toml",
+        "role = \"executor\"\n[runner]\nworker_command = \"bash run.sh {prompt}\"\n",
+    );
+    assert!(
+        dir.load("g", &[("ANTHROPIC_API_KEY", "sk-real")])
+            .unwrap()
+            .executor
+            .runner
+            .model
+            .is_none()
+    );
+}
+
+#[test]
+fn a_model_ca_file_is_read_at_start() {
+    let dir = Dir::new();
+    dir.write(
+        "p.toml",
+        "role = \"executor\"\n[runner.sandbox]\nmodel_ca_file = \"gateway.pem\"\n",
+    );
+    let why = dir.error("p", &[]);
+    assert!(
+        why.contains("runner.sandbox.model_ca_file: cannot read ") && why.contains("gateway.pem"),
+        "{why}"
+    );
+    dir.write("gateway.pem", "not a certificate\n");
+    assert!(dir.error("p", &[]).contains("holds no certificate"));
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["gateway.corp".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    dir.write("gateway.pem", &cert.pem());
+    let profile = dir.load("p", &[]).unwrap();
+    let sandbox = &profile.executor.runner.sandbox;
+    assert_eq!(sandbox.model_ca, vec![cert.der().clone()]);
+    assert_eq!(
+        sandbox.model_ca_file.as_deref(),
+        Some(dir.path().join("gateway.pem").as_path())
     );
 }

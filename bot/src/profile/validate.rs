@@ -13,7 +13,7 @@ use super::worker_env::env_names;
 use super::{
     ChatSettings, DatabaseUrl, DecisionSettings, EagleSettings, ExecutorSettings, KindLimits,
     Origin, Persona, PluginLimits, PluginSource, PluginSpec, PolicySettings, Profile, ProfileError,
-    Role, RunnerSettings, UserRef, WorkerEnv, ZulipSettings, default_data_dir,
+    Role, RunnerSettings, UserRef, WorkerEnv, WorkerKind, ZulipSettings, default_data_dir,
 };
 
 const DEFAULT_LATE_COMMAND_AGE: Duration = Duration::from_secs(24 * 60 * 60);
@@ -506,17 +506,26 @@ fn runner_settings(
         origins,
     )?;
     let model_url = super::sandbox::model_url(&worker_names, origins.env);
+    let kind = worker_command.as_ref().map(|c| c.kind);
     let sandbox = super::sandbox::sandbox_settings(
         raw.sandbox.unwrap_or_default(),
-        worker_command.as_ref().map(|c| c.kind),
+        kind,
         model_url,
         origins,
+        base,
     )?;
-    let worker_env = WorkerEnv::resolve(
+    let mut worker_env = WorkerEnv::resolve(
         worker_names,
         raw.worker_path.filter(|p| !p.trim().is_empty()),
         origins.env,
     );
+    let model = match (kind, sandbox.mode) {
+        (Some(WorkerKind::Claude), super::SandboxMode::On) => {
+            super::model_key::hold_back(model_url, origins.env, &mut worker_env)
+                .map_err(|why| origins.error("runner.worker_env", None, why))?
+        }
+        _ => None,
+    };
     let limits = KindLimits {
         no_output: dur(
             "runner.no_output_timeout",
@@ -617,6 +626,7 @@ fn runner_settings(
         repos: Vec::new(),
         hook_rules,
         sandbox,
+        model,
         review: super::ReviewSettings::default(),
     })
 }

@@ -80,6 +80,14 @@ impl WorkerEnv {
         &self.values
     }
 
+    /// Drops the values of `names` and sets `name` to `value` instead
+    /// (the model key's placeholder).
+    pub(super) fn replace(&mut self, names: &[&str], name: &str, value: &str) {
+        self.values.retain(|(n, _)| !names.contains(&n.as_str()));
+        self.values
+            .push((name.to_string(), SecretString::from(value.to_string())));
+    }
+
     /// The locale and terminal variables that are set.
     pub fn passed(&self) -> &[(String, String)] {
         &self.passed

@@ -208,29 +208,40 @@ fn when(at: DateTime<Utc>) -> String {
 const REFUSALS_SHOWN: usize = 3;
 
 /// What the egress proxy refused the run, in one line (`None`: nothing):
-/// "network: refused 3 connections to `evil.example:443` (last …)".
+/// "network: refused 3 requests to `evil.example:443` (last …: why)". A
+/// request is a connection the worker asked for, or one request on a
+/// connection whose requests the proxy reads (the model API's, a host
+/// limited to some methods).
 fn network_line(refusals: &[EgressRefusal]) -> Option<String> {
     let total: i64 = refusals.iter().map(|r| r.count).sum();
-    let plural = |n: i64| if n == 1 { "connection" } else { "connections" };
+    let plural = |n: i64| if n == 1 { "request" } else { "requests" };
     let place = |r: &EgressRefusal| match r.host.as_str() {
         crate::store::OTHER_HOSTS => "other hosts".to_string(),
         host if host.contains(':') => format!("`[{host}]:{}`", r.port),
         host => format!("`{host}:{}`", r.port),
     };
+    let last = |r: &EgressRefusal| {
+        let why = neutralize_mentions(&one_line(&r.reason, 160));
+        if why.is_empty() {
+            format!("last {}", when(r.last_at))
+        } else {
+            format!("last {}: {why}", when(r.last_at))
+        }
+    };
     match refusals {
         [] => None,
         [only] => Some(format!(
-            "network: refused {} {} to {} (last {})",
+            "network: refused {} {} to {} ({})",
             only.count,
             plural(only.count),
             place(only),
-            when(only.last_at)
+            last(only)
         )),
         many => {
             let mut parts: Vec<String> = many
                 .iter()
                 .take(REFUSALS_SHOWN)
-                .map(|r| format!("{} to {} (last {})", r.count, place(r), when(r.last_at)))
+                .map(|r| format!("{} to {} ({})", r.count, place(r), last(r)))
                 .collect();
             if many.len() > REFUSALS_SHOWN {
                 parts.push(format!(
@@ -621,5 +632,55 @@ fn skip_lines(task: &crate::store::Task) -> String {
             task.id
         ),
         _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(host: &str, port: i64, count: i64, reason: &str) -> EgressRefusal {
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        EgressRefusal {
+            run_id: 1,
+            host: host.into(),
+            port,
+            reason: reason.into(),
+            first_at: at,
+            last_at: at,
+            count,
+        }
+    }
+
+    #[test]
+    fn the_network_line_says_where_and_why() {
+        assert_eq!(network_line(&[]), None);
+        assert_eq!(
+            network_line(&[refusal(
+                "evil.example",
+                443,
+                1,
+                "evil.example:443 is not in runner.sandbox.allow_hosts"
+            )])
+            .unwrap(),
+            "network: refused 1 request to `evil.example:443` (last 2027-01-15 08:00 UTC: \
+             evil.example:443 is not in runner.sandbox.allow_hosts)"
+        );
+        let line = network_line(&[
+            refusal(
+                "api.anthropic.com",
+                443,
+                2,
+                "a call of the model API carries a key\nother than @**all**",
+            ),
+            refusal("::1", 80, 1, ""),
+        ])
+        .unwrap();
+        assert_eq!(
+            line,
+            "network: refused 3 requests: 2 to `api.anthropic.com:443` (last 2027-01-15 08:00 UTC: \
+             a call of the model API carries a key other than @\u{200B}**all**), \
+             1 to `[::1]:80` (last 2027-01-15 08:00 UTC)"
+        );
     }
 }

@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// The most headers a request may carry.
-const MAX_HEADERS: usize = 64;
+pub(super) const MAX_HEADERS: usize = 64;
 /// The longest host name (RFC 1035) and label.
 const MAX_NAME: usize = 253;
 const MAX_LABEL: usize = 63;

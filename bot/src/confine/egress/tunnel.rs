@@ -20,20 +20,27 @@ pub struct Relayed {
 }
 
 /// When either direction last moved a byte.
-struct Activity {
+pub(super) struct Activity {
     start: Instant,
     /// Milliseconds since `start`.
     last: AtomicU64,
 }
 
 impl Activity {
-    fn touch(&self) {
+    pub(super) fn new() -> Activity {
+        Activity {
+            start: Instant::now(),
+            last: AtomicU64::new(0),
+        }
+    }
+
+    pub(super) fn touch(&self) {
         let ms = self.start.elapsed().as_millis() as u64;
         self.last.fetch_max(ms, Ordering::Relaxed);
     }
 
     /// Ends when nothing moved for `idle`.
-    async fn idle(&self, idle: Duration) {
+    pub(super) async fn idle(&self, idle: Duration) {
         loop {
             let due = self.start + Duration::from_millis(self.last.load(Ordering::Relaxed)) + idle;
             if Instant::now() >= due {
@@ -59,10 +66,7 @@ where
     UR: AsyncRead + Unpin,
     UW: AsyncWrite + Unpin,
 {
-    let activity = Activity {
-        start: Instant::now(),
-        last: AtomicU64::new(0),
-    };
+    let activity = Activity::new();
     if !first.is_empty() {
         upstream_write.write_all(first).await?;
     }

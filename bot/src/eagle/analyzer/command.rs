@@ -111,6 +111,8 @@ impl AnalysisCommand {
                 store: self.store.clone(),
                 allow: std::sync::Arc::new(self.settings.allow_hosts.clone()),
                 limits: crate::confine::egress::EgressLimits::default(),
+                interception: None,
+                model: None,
             }));
             let spec = confinement.spec(
                 vec![work.clone(), home.clone()],

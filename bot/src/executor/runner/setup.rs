@@ -238,6 +238,9 @@ async fn run_confined(
             store: shared.store.clone(),
             allow: Arc::new(repo.setup_allow_hosts.clone()),
             limits: crate::confine::egress::EgressLimits::default(),
+            // The setup reads hosts limited to some methods; it has no model key.
+            interception: shared.interception.clone(),
+            model: None,
         }));
         let cache_objects =
             crate::executor::repos::cache_path(&shared.data_dir, &repo.name).join("objects");

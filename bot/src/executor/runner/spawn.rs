@@ -480,14 +480,17 @@ pub(crate) fn fill(word: &str, values: &BTreeMap<&str, String>) -> String {
 }
 
 /// The worker's whole environment: nothing from Eagle's but what is
-/// listed ([`crate::profile::WorkerEnv`]), and the run's socket and token.
+/// listed ([`crate::profile::WorkerEnv`]; the model key only as its
+/// placeholder when confined), the run's socket and token, and, confined,
+/// the files by which it trusts its egress proxy's authority (written
+/// beside the run's other files of Eagle).
 pub(super) fn environment(
     shared: &Shared,
     dir: &RunDir,
     run: i64,
     socket: &Path,
     token: &str,
-) -> BTreeMap<String, String> {
+) -> std::io::Result<BTreeMap<String, String>> {
     let worker_env = &shared.settings.worker_env;
     let user = shared
         .worker_user
@@ -505,7 +508,10 @@ pub(super) fn environment(
     env.insert(ENV_RUN.into(), run.to_string());
     env.insert(ENV_SOCKET.into(), socket.display().to_string());
     env.insert(ENV_TOKEN.into(), token.to_string());
-    env
+    if let Some(interception) = &shared.interception {
+        env.extend(super::interception::trust_files(interception, &dir.eagle)?);
+    }
+    Ok(env)
 }
 
 /// A started worker.

@@ -60,6 +60,8 @@ impl Worker {
             store: self.shared.store.clone(),
             allow: Arc::new(self.shared.settings.sandbox.allow_hosts.clone()),
             limits: egress::EgressLimits::default(),
+            interception: self.shared.interception.clone(),
+            model: self.shared.model.clone(),
         }));
     }
 

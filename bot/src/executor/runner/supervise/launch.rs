@@ -115,7 +115,7 @@ pub(super) async fn launch(shared: &Arc<Shared>, claim: &Claim) -> Result<Worker
         attempt: fence.attempt,
     };
     let argv = spawn::argv(shared, &dir, &launch);
-    let mut env = spawn::environment(shared, &dir, run.id, &socket_path, &token);
+    let mut env = spawn::environment(shared, &dir, run.id, &socket_path, &token)?;
     super::super::effects::put_shims_first(&mut env, &dir.eagle, &shared.exe)?;
     drop(token);
     let sandbox = spawn::sandbox_spec(shared, &dir, &socket_path, fence.attempt, repo)?;
