@@ -317,6 +317,25 @@ fn fake_model(outside: PathBuf, script: Vec<Value>) -> (FakeModel, axum::Router)
     (model, app)
 }
 
+/// Makes the pinned CLI at `claude` the home's worker, its model API at
+/// `model_url` with a test key: what every test of the real CLI sets
+/// (each adds its own settings).
+pub(crate) fn as_worker<'h>(home: &'h mut Home, claude: &Path, model_url: &str) -> &'h mut Home {
+    home.set(
+        "EAGLE_RUNNER__WORKER_COMMAND",
+        &format!(
+            "{} -p {{prompt}} --output-format stream-json --verbose",
+            claude.display()
+        ),
+    )
+    .set(
+        "EAGLE_RUNNER__WORKER_ENV",
+        "ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
+    )
+    .set("ANTHROPIC_BASE_URL", model_url)
+    .set("ANTHROPIC_API_KEY", "test-key-not-a-secret")
+}
+
 /// Runs the shell in a blocking thread (the fake model answers meanwhile).
 async fn shell(home: &Home, input: &str) -> (String, String, bool) {
     crate::support::shell_in_thread(home, input).await

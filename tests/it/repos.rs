@@ -206,24 +206,12 @@ async fn two_repositories_each_run_pushes_its_own_with_eagles_token_and_nothing_
     let (model_url, model) =
         crate::claude::start_scripted(home.dir.path().join("outside.txt"), vec![push]).await;
     let claude = crate::claude::claude_bin();
-    home.set("EAGLE_DATABASE_URL", &db.url)
+    crate::claude::as_worker(&mut home, &claude, &model_url)
+        .set("EAGLE_DATABASE_URL", &db.url)
         .set("GIT_TOKEN", TOKEN)
         .set("RUST_LOG", "trace")
-        .set(
-            "EAGLE_RUNNER__WORKER_COMMAND",
-            &format!(
-                "{} -p {{prompt}} --output-format stream-json --verbose",
-                claude.display()
-            ),
-        )
-        .set(
-            "EAGLE_RUNNER__WORKER_ENV",
-            "ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
-        )
         .set("EAGLE_RUNNER__NO_OUTPUT_TIMEOUT", "60s")
-        .set("EAGLE_RUNNER__HOOK_TIMEOUT", "30s")
-        .set("ANTHROPIC_BASE_URL", &model_url)
-        .set("ANTHROPIC_API_KEY", "test-key-not-a-secret");
+        .set("EAGLE_RUNNER__HOOK_TIMEOUT", "30s");
     add_to_executor(
         &home,
         &format!(

@@ -78,26 +78,14 @@ async fn a_confined_session_pushes_through_eagle_and_escapes_nowhere() {
         json!({"type": "tool_use", "name": "Write", "input": {"file_path": outside.join("by-write").display().to_string(), "content": "pwned\n"}}),
     ]);
     let (url, model) = start_scripted(outside.join("unused"), script).await;
-    home.set(
-        "EAGLE_RUNNER__WORKER_COMMAND",
-        &format!(
-            "{} -p {{prompt}} --output-format stream-json --verbose",
-            claude.display()
-        ),
-    )
-    .set(
-        "EAGLE_RUNNER__WORKER_ENV",
-        "ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
-    )
-    .set("EAGLE_RUNNER__WORKER_PATH", "/usr/local/bin:/usr/bin:/bin")
-    .set("EAGLE_RUNNER__REPO", &remote.display().to_string())
-    .set("EAGLE_RUNNER__SANDBOX__MODE", "on")
-    .set("EAGLE_RUNNER__NO_OUTPUT_TIMEOUT", "60s")
-    .set("EAGLE_RUNNER__HOOK_TIMEOUT", "30s")
-    .set("EAGLE_RUNNER__MAX_COST_USD", "5")
-    .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s")
-    .set("ANTHROPIC_BASE_URL", &url)
-    .set("ANTHROPIC_API_KEY", "test-key-not-a-secret");
+    crate::claude::as_worker(&mut home, &claude, &url)
+        .set("EAGLE_RUNNER__WORKER_PATH", "/usr/local/bin:/usr/bin:/bin")
+        .set("EAGLE_RUNNER__REPO", &remote.display().to_string())
+        .set("EAGLE_RUNNER__SANDBOX__MODE", "on")
+        .set("EAGLE_RUNNER__NO_OUTPUT_TIMEOUT", "60s")
+        .set("EAGLE_RUNNER__HOOK_TIMEOUT", "30s")
+        .set("EAGLE_RUNNER__MAX_COST_USD", "5")
+        .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s");
 
     let (stdout, stderr, ok) = shell(&home, "!queue Fix add\n!go 1\n").await;
     assert!(ok, "{stderr}");

@@ -22,27 +22,15 @@ async fn claude_code_as_a_worker_asks_through_its_hook_and_is_resumed() {
     )
     .unwrap();
     eagle::ground::host::chmod(&fakebin.join("gh-merge"), 0o755).unwrap();
-    home.set(
-        "EAGLE_RUNNER__WORKER_COMMAND",
-        &format!(
-            "{} -p {{prompt}} --output-format stream-json --verbose",
-            claude.display()
-        ),
-    )
-    .set(
-        "EAGLE_RUNNER__WORKER_ENV",
-        "ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
-    )
-    .set(
-        "EAGLE_RUNNER__WORKER_PATH",
-        &format!("{}:/usr/local/bin:/usr/bin:/bin", fakebin.display()),
-    )
-    .set("EAGLE_RUNNER__NO_OUTPUT_TIMEOUT", "60s")
-    .set("EAGLE_RUNNER__HOOK_TIMEOUT", "30s")
-    .set("EAGLE_RUNNER__MAX_COST_USD", "5")
-    .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s")
-    .set("ANTHROPIC_BASE_URL", &url)
-    .set("ANTHROPIC_API_KEY", "test-key-not-a-secret");
+    crate::claude::as_worker(&mut home, &claude, &url)
+        .set(
+            "EAGLE_RUNNER__WORKER_PATH",
+            &format!("{}:/usr/local/bin:/usr/bin:/bin", fakebin.display()),
+        )
+        .set("EAGLE_RUNNER__NO_OUTPUT_TIMEOUT", "60s")
+        .set("EAGLE_RUNNER__HOOK_TIMEOUT", "30s")
+        .set("EAGLE_RUNNER__MAX_COST_USD", "5")
+        .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s");
 
     let (stdout, stderr, ok) = shell(&home, "!queue Fix the tab preview\n!go 1\n").await;
     assert!(ok, "{stderr}");
@@ -155,20 +143,7 @@ async fn a_run_over_its_cost_cap_is_held_and_its_owner_asked() {
     let (url, _model) = start_fake(home.dir.path().join("outside.txt")).await;
     // Each model call costs $0.006 (1,000 tokens in, 100 out): the cap is
     // reached after the second.
-    home.set(
-        "EAGLE_RUNNER__WORKER_COMMAND",
-        &format!(
-            "{} -p {{prompt}} --output-format stream-json --verbose",
-            claude.display()
-        ),
-    )
-    .set(
-        "EAGLE_RUNNER__WORKER_ENV",
-        "ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
-    )
-    .set("EAGLE_RUNNER__MAX_COST_USD", "0.01")
-    .set("ANTHROPIC_BASE_URL", &url)
-    .set("ANTHROPIC_API_KEY", "test-key-not-a-secret");
+    crate::claude::as_worker(&mut home, &claude, &url).set("EAGLE_RUNNER__MAX_COST_USD", "0.01");
     let (stdout, stderr, ok) = shell(&home, "!queue Expensive\n!go 1\n").await;
     assert!(ok, "{stderr}");
     assert!(

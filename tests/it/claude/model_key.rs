@@ -102,34 +102,23 @@ async fn a_confined_worker_holds_a_placeholder_and_the_proxy_sets_the_key() {
     ];
     let (url, model) = start_scripted_tls(root.join("unused"), script, &ca).await;
     let model_host = url.trim_start_matches("https://").to_string();
-    home.set(
-        "EAGLE_RUNNER__WORKER_COMMAND",
-        &format!(
-            "{} -p {{prompt}} --output-format stream-json --verbose",
-            claude.display()
-        ),
-    )
-    .set(
-        "EAGLE_RUNNER__WORKER_ENV",
-        "ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
-    )
-    .set("EAGLE_RUNNER__WORKER_PATH", "/usr/local/bin:/usr/bin:/bin")
-    .set("EAGLE_RUNNER__REPO", &remote.display().to_string())
-    .set("EAGLE_RUNNER__SANDBOX__MODE", "on")
-    .set(
-        "EAGLE_RUNNER__SANDBOX__ALLOW_HOSTS",
-        &format!("{model_host},127.0.0.1:{index} GET HEAD"),
-    )
-    .set(
-        "EAGLE_RUNNER__SANDBOX__MODEL_CA_FILE",
-        &ca_file.display().to_string(),
-    )
-    .set("EAGLE_RUNNER__NO_OUTPUT_TIMEOUT", "60s")
-    .set("EAGLE_RUNNER__HOOK_TIMEOUT", "30s")
-    .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s")
-    .set("ANTHROPIC_BASE_URL", &url)
-    .set("ANTHROPIC_API_KEY", REAL_KEY)
-    .set("RUST_LOG", "trace");
+    crate::claude::as_worker(&mut home, &claude, &url)
+        .set("EAGLE_RUNNER__WORKER_PATH", "/usr/local/bin:/usr/bin:/bin")
+        .set("EAGLE_RUNNER__REPO", &remote.display().to_string())
+        .set("EAGLE_RUNNER__SANDBOX__MODE", "on")
+        .set(
+            "EAGLE_RUNNER__SANDBOX__ALLOW_HOSTS",
+            &format!("{model_host},127.0.0.1:{index} GET HEAD"),
+        )
+        .set(
+            "EAGLE_RUNNER__SANDBOX__MODEL_CA_FILE",
+            &ca_file.display().to_string(),
+        )
+        .set("EAGLE_RUNNER__NO_OUTPUT_TIMEOUT", "60s")
+        .set("EAGLE_RUNNER__HOOK_TIMEOUT", "30s")
+        .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s")
+        .set("ANTHROPIC_API_KEY", REAL_KEY)
+        .set("RUST_LOG", "trace");
 
     let (stdout, stderr, ok) = shell(&home, "!queue Fix add\n!go 1\n").await;
     assert!(ok, "{stderr:.3000}");

@@ -16,24 +16,12 @@ async fn an_ordinary_session_asks_nobody_and_needs_one_worker() {
     assert!(script.len() >= 30);
     let calls = script.len();
     let (url, model) = start_scripted(home.dir.path().join("outside.txt"), script).await;
-    home.set(
-        "EAGLE_RUNNER__WORKER_COMMAND",
-        &format!(
-            "{} -p {{prompt}} --output-format stream-json --verbose",
-            claude.display()
-        ),
-    )
-    .set(
-        "EAGLE_RUNNER__WORKER_ENV",
-        "ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
-    )
-    .set("EAGLE_RUNNER__REPO", &repo.display().to_string())
-    .set("EAGLE_RUNNER__NO_OUTPUT_TIMEOUT", "60s")
-    .set("EAGLE_RUNNER__HOOK_TIMEOUT", "30s")
-    .set("EAGLE_RUNNER__MAX_COST_USD", "5")
-    .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s")
-    .set("ANTHROPIC_BASE_URL", &url)
-    .set("ANTHROPIC_API_KEY", "test-key-not-a-secret");
+    crate::claude::as_worker(&mut home, &claude, &url)
+        .set("EAGLE_RUNNER__REPO", &repo.display().to_string())
+        .set("EAGLE_RUNNER__NO_OUTPUT_TIMEOUT", "60s")
+        .set("EAGLE_RUNNER__HOOK_TIMEOUT", "30s")
+        .set("EAGLE_RUNNER__MAX_COST_USD", "5")
+        .set("EAGLE_RUNNER__STATUS_INTERVAL", "0s");
 
     let (stdout, stderr, ok) = shell(&home, "!queue Fix add\n!go 1\n").await;
     assert!(ok, "{stderr}");
