@@ -313,6 +313,9 @@ pub struct AnalyzerSettings {
     /// What the command gets of Eagle's environment (`env` names,
     /// `path`), resolved at start-up.
     pub env: WorkerEnv,
+    /// The model key a confined Claude Code analysis does not hold (its
+    /// `env` has the placeholder): its egress proxy sets it.
+    pub model: Option<ModelAccess>,
     /// The Unix user the command runs as.
     pub worker_user: Option<String>,
     /// Where the conclusions about tasks from other sources (Asana) go.

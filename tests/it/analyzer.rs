@@ -495,6 +495,75 @@ async fn a_hanging_or_failing_analysis_leaves_its_task_for_review_and_stops_noth
     assert!(stdout.contains("Task #1 (Tabs mode:hang"), "{stdout}");
 }
 
+/// A confined Claude Code analysis holds a placeholder, as a worker does:
+/// its egress proxy sets the real key on the model API's own calls, and
+/// refuses an upload path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confined_claude_analysis_holds_a_placeholder_and_its_proxy_sets_the_key() {
+    const REAL: &str = "sk-ant-real-analysis-key-0123";
+    let model = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = model.local_addr().unwrap().port();
+    let keys = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&keys);
+    std::thread::spawn(move || {
+        use std::io::{Read as _, Write as _};
+        for stream in model.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut head = [0u8; 8192];
+            let n = stream.read(&mut head).unwrap_or(0);
+            let text = String::from_utf8_lossy(&head[..n]).to_string();
+            let key = text
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("x-api-key:")
+                        .map(|_| l[10..].trim().to_string())
+                })
+                .unwrap_or_default();
+            let body = if key == REAL { "real" } else { "wrong" };
+            seen.lock().unwrap().push(key);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let mut home = Home::new();
+    let script = fake_analysis();
+    let dir = std::path::Path::new(script.split(' ').nth(1).unwrap())
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    home.set("EAGLE_ANALYZER__COMMAND", &script)
+        .set("EAGLE_ANALYZER__COMMAND_KIND", "claude")
+        .set(
+            "EAGLE_ANALYZER__ENV",
+            "ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
+        )
+        .set("ANTHROPIC_BASE_URL", &format!("http://127.0.0.1:{port}"))
+        .set("ANTHROPIC_API_KEY", REAL)
+        .set("EAGLE_RUNNER__SANDBOX__MODE", "on")
+        .set(
+            "EAGLE_ANALYZER__PATH",
+            &format!("{dir}:/usr/local/bin:/usr/bin:/bin"),
+        );
+    let out = home.run(&["shell"], "!queue Tabs mode:claudekey\n");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let store = home_store(&home).await;
+    let mut tx = store.begin_read().await.unwrap();
+    let task = tx.tasks().task(1).await.unwrap().unwrap();
+    assert_eq!(
+        task.analysis_summary.as_deref(),
+        Some("held eagle-placeholder-key; the model said real; files 403"),
+        "{task:?}\n{stdout}\n{stderr}"
+    );
+    // The model API saw only the real key, once: the upload never reached it.
+    assert_eq!(*keys.lock().unwrap(), vec![REAL.to_string()]);
+}
+
 /// The analysis may name the repository a task belongs to: one an
 /// executor has is kept, unless a person named another; an unknown one is
 /// left out, and the reason says so.

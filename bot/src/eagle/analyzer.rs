@@ -191,7 +191,17 @@ impl Analyzer {
                         Some(crate::confine::sandbox::Confinement::of(profile, limits))
                     }
                 };
+                let reading = match &sandbox {
+                    None => None,
+                    Some(_) => Some(crate::executor::runner::interception::of_parts(
+                        &profile.executor.runner,
+                        settings.model.as_ref(),
+                        command.kind,
+                        &profile.data_dir,
+                    )?),
+                };
                 Some(Arc::new(AnalysisCommand {
+                    reading,
                     sandbox,
                     store: store.clone(),
                     command: command.clone(),

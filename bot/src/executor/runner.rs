@@ -21,7 +21,7 @@ mod attempt;
 mod checks;
 mod effects;
 pub mod hook;
-mod interception;
+pub mod interception;
 pub mod output;
 pub mod prompts;
 pub mod review;

@@ -26,6 +26,7 @@ pub(super) fn analyzer(
     raw: RawAnalyzer,
     origins: &Origins<'_>,
     executor_channel: &str,
+    confined: bool,
 ) -> Result<AnalyzerSettings, ProfileError> {
     let command = match raw.command.as_deref().map(str::trim) {
         None | Some("") => None,
@@ -60,16 +61,27 @@ pub(super) fn analyzer(
         model_url,
         origins,
     )?;
+    let mut env = WorkerEnv::resolve(
+        env_names,
+        raw.path.filter(|p| !p.trim().is_empty()),
+        origins.env,
+    );
+    // A confined Claude Code analysis holds a placeholder, as a worker
+    // does; its egress proxy sets the key.
+    let model = match command.as_ref().map(|c| c.kind) {
+        Some(super::WorkerKind::Claude) if confined => {
+            super::model_key::hold_back(model_url, origins.env, &mut env)
+                .map_err(|why| origins.error("analyzer.env", None, why))?
+        }
+        _ => None,
+    };
     Ok(AnalyzerSettings {
         allow_hosts,
         command,
         no_output_timeout,
         hard_timeout,
-        env: WorkerEnv::resolve(
-            env_names,
-            raw.path.filter(|p| !p.trim().is_empty()),
-            origins.env,
-        ),
+        env,
+        model,
         worker_user: unix_user("analyzer.worker_user", raw.worker_user.as_deref(), origins)?,
         inbox_channel: name(
             "analyzer.inbox_channel",

@@ -291,6 +291,7 @@ pub fn validate(
         raw.analyzer.unwrap_or_default(),
         &origins,
         &executor_channel,
+        runner.sandbox.mode == super::SandboxMode::On,
     )?;
     super::worker_env::refuse_token_envs(
         [

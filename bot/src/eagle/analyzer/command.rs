@@ -44,6 +44,12 @@ pub struct AnalysisCommand {
     /// Eagle's data directory: with a user of its own, the command may pass
     /// through it (and below it, down to its directory), never list it.
     pub data_dir: PathBuf,
+    /// Confined, how its proxy reads the model API's calls (Eagle's
+    /// authority) and sets the key the command does not hold.
+    pub reading: Option<(
+        std::sync::Arc<crate::confine::egress::Interception>,
+        Option<std::sync::Arc<crate::confine::egress::model::ModelGate>>,
+    )>,
 }
 
 /// Kills a process group when dropped: what the shim started must not
@@ -101,6 +107,7 @@ impl AnalysisCommand {
         // Served while the command runs; stopped (its socket gone) when
         // this returns, whichever way.
         let mut _egress = None;
+        let mut trust = BTreeMap::new();
         if let Some(confinement) = &self.sandbox {
             // Its own directory writable, nothing of Eagle's readable; its
             // egress bridge leads to its own proxy's socket beside it.
@@ -111,12 +118,22 @@ impl AnalysisCommand {
                 store: self.store.clone(),
                 allow: std::sync::Arc::new(self.settings.allow_hosts.clone()),
                 limits: crate::confine::egress::EgressLimits::default(),
-                interception: None,
-                model: None,
+                interception: self.reading.as_ref().map(|(i, _)| i.clone()),
+                model: self.reading.as_ref().and_then(|(_, m)| m.clone()),
             }));
+            // Its trust in Eagle's authority, in a directory of Eagle's it
+            // reads.
+            let mut read = Vec::new();
+            if let Some((interception, _)) = &self.reading {
+                let files = base.join("trust");
+                std::fs::create_dir_all(&files)?;
+                host::chmod(&files, 0o755)?;
+                trust = crate::executor::runner::interception::trust_files(interception, &files)?;
+                read.push(files);
+            }
             let spec = confinement.spec(
                 vec![work.clone(), home.clone()],
-                Vec::new(),
+                read,
                 std::slice::from_ref(&self.dir),
                 None,
                 Some(socket),
@@ -130,6 +147,7 @@ impl AnalysisCommand {
             .args(&argv)
             .env_clear()
             .envs(self.environment(&home))
+            .envs(&trust)
             .current_dir(&work)
             .stdin(Stdio::from(input))
             .stdout(Stdio::piped())

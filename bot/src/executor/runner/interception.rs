@@ -38,6 +38,17 @@ pub(super) fn of(
     kind: WorkerKind,
     data_dir: &Path,
 ) -> anyhow::Result<(Arc<Interception>, Option<Arc<ModelGate>>)> {
+    of_parts(settings, settings.model.as_ref(), kind, data_dir)
+}
+
+/// [`of`] for a command with its own model key (`model`): the analysis
+/// command's, whose proxies read the same way a worker's do.
+pub fn of_parts(
+    settings: &RunnerSettings,
+    model: Option<&crate::profile::ModelAccess>,
+    kind: WorkerKind,
+    data_dir: &Path,
+) -> anyhow::Result<(Arc<Interception>, Option<Arc<ModelGate>>)> {
     let authority = Authority::load_or_create(data_dir).map_err(anyhow::Error::msg)?;
     let upstream = upstream::client_config(&settings.sandbox.model_ca)
         .map_err(|e| anyhow::anyhow!("runner.sandbox.model_ca_file: {e}"))?;
@@ -45,7 +56,7 @@ pub(super) fn of(
         authority: Arc::new(authority),
         upstream,
     });
-    let gate = match (&settings.model, kind) {
+    let gate = match (model, kind) {
         (Some(model), WorkerKind::Claude) => {
             let header = if model.bearer() {
                 KeyHeader::Bearer
@@ -64,7 +75,7 @@ pub(super) fn of(
 /// Writes the authority's certificate and the bundle into the run's files
 /// of Eagle (`eagle_dir`, which the worker reads), and returns the
 /// variables that name them.
-pub(super) fn trust_files(
+pub fn trust_files(
     interception: &Interception,
     eagle_dir: &Path,
 ) -> std::io::Result<BTreeMap<String, String>> {
