@@ -17,7 +17,7 @@ const MAX_NAME: usize = 253;
 const MAX_LABEL: usize = 63;
 
 /// Headers that concern one hop only; never forwarded (RFC 9110 §7.6.1).
-const HOP_BY_HOP: [&str; 8] = [
+pub(super) const HOP_BY_HOP: [&str; 8] = [
     "connection",
     "proxy-connection",
     "keep-alive",

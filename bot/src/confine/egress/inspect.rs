@@ -40,22 +40,11 @@ type Body = Either<Incoming, Full<Bytes>>;
 /// The first byte of a TLS handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
 
-/// Headers that concern one hop only (RFC 9110 §7.6.1), and those this
-/// proxy handles itself (`Expect`: it answers `100 Continue`; `Host`: the
-/// destination's own).
-const NOT_PASSED: [&str; 11] = [
-    "connection",
-    "proxy-connection",
-    "keep-alive",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "expect",
-    "host",
-];
+/// Headers this proxy handles itself besides the hop-by-hop ones
+/// ([`super::head::HOP_BY_HOP`]): `Transfer-Encoding` (hyper frames the
+/// body), `Expect` (it answers `100 Continue`), `Host` (the destination's
+/// own).
+const HANDLED_HERE: [&str; 3] = ["transfer-encoding", "expect", "host"];
 
 /// How the requests to one destination are judged.
 pub(super) enum Rule<'a> {
@@ -440,7 +429,10 @@ fn passed_headers(headers: &HeaderMap) -> HeaderMap {
         .collect();
     let mut out = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
-        if NOT_PASSED.contains(&name.as_str()) || named.contains(name) {
+        if super::head::HOP_BY_HOP.contains(&name.as_str())
+            || HANDLED_HERE.contains(&name.as_str())
+            || named.contains(name)
+        {
             continue;
         }
         out.append(name.clone(), value.clone());
