@@ -353,6 +353,28 @@ async fn the_seeds_filters_decide_what_is_taken() {
     d.fake.assert_clean();
 }
 
+/// A stand-in for a model API on 127.0.0.1: each request's head goes to
+/// `answer`, whose text is the answer's body. Returns its port.
+fn model_server(answer: impl Fn(&str) -> String + Send + 'static) -> u16 {
+    let model = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = model.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read as _, Write as _};
+        for stream in model.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut head = [0u8; 8192];
+            let n = stream.read(&mut head).unwrap_or(0);
+            let body = answer(&String::from_utf8_lossy(&head[..n]));
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
 fn fake_analysis() -> String {
     let script = crate::support::reachable(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/it/fake-analysis.sh"),
@@ -364,22 +386,7 @@ fn fake_analysis() -> String {
 /// egress proxy (`analyzer.allow_hosts`), and nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confined_analysis_reaches_its_model_and_no_other_host() {
-    let model = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = model.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        use std::io::{Read as _, Write as _};
-        for stream in model.incoming() {
-            let Ok(mut stream) = stream else { break };
-            let mut head = [0u8; 4096];
-            let _ = stream.read(&mut head);
-            let body = "the model read the task";
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
+    let port = model_server(|_| "the model read the task".into());
     let mut home = Home::new();
     home.set("EAGLE_ANALYZER__COMMAND", &fake_analysis())
         .set("EAGLE_ANALYZER__ENV", "MODEL_URL")
@@ -501,33 +508,20 @@ async fn a_hanging_or_failing_analysis_leaves_its_task_for_review_and_stops_noth
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confined_claude_analysis_holds_a_placeholder_and_its_proxy_sets_the_key() {
     const REAL: &str = "sk-ant-real-analysis-key-0123";
-    let model = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = model.local_addr().unwrap().port();
     let keys = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = std::sync::Arc::clone(&keys);
-    std::thread::spawn(move || {
-        use std::io::{Read as _, Write as _};
-        for stream in model.incoming() {
-            let Ok(mut stream) = stream else { break };
-            let mut head = [0u8; 8192];
-            let n = stream.read(&mut head).unwrap_or(0);
-            let text = String::from_utf8_lossy(&head[..n]).to_string();
-            let key = text
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("x-api-key:")
-                        .map(|_| l[10..].trim().to_string())
-                })
-                .unwrap_or_default();
-            let body = if key == REAL { "real" } else { "wrong" };
-            seen.lock().unwrap().push(key);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
+    let port = model_server(move |head| {
+        let key = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("x-api-key:")
+                    .map(|_| l[10..].trim().to_string())
+            })
+            .unwrap_or_default();
+        let body = if key == REAL { "real" } else { "wrong" };
+        seen.lock().unwrap().push(key);
+        body.into()
     });
     let mut home = Home::new();
     let script = fake_analysis();
